@@ -1,0 +1,157 @@
+"""The suppress processor: stream time, time eviction, then the buffer-full strategy.
+
+It knows nothing of topologies: the runtime hands it a key (and its bytes), a change
+``(new, old)``, a :class:`~suppress.entry.RecordContext` and, for final results, the buffer
+time (the window's exclusive end). It emits through an injected callback.
+
+Per record, in this order (Kafka's ``KTableSuppressProcessor``):
+
+1. ``T = max(T, ts)`` (this node's observed stream time, starting at -1);
+2. put the change into the buffer;
+3. evict, in (buffer time, key bytes) order, every entry with buffer time ``<= T - D``;
+4. if still over a limit: emit early from the head, or raise :class:`BufferFullError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .buffer import TimeOrderedBuffer
+from .config import BufferFullStrategy, Suppressed
+from .entry import BufferedEntry, RecordContext
+from .errors import BufferFullError, InvalidSuppressionError
+from .time import NO_TIMESTAMP
+
+__all__ = ("SuppressMetrics", "SuppressProcessor")
+
+EmitCallback = Callable[[Any, Any, Any, RecordContext], None]
+"""``emit(key, new, old, context)``: receives each record the suppression lets through."""
+
+
+class SuppressMetrics:
+    """Kafka's suppression metrics for one node.
+
+    ``emit_total`` counts emitted records. Buffer size (bytes) and count are sampled at
+    start, after every put and after every eviction batch that evicted something; ``*_avg``
+    and ``*_max`` are over those samples, ``*_current`` is the latest.
+    """
+
+    __slots__ = ("emit_total", "_samples", "_size_sum", "_size_max", "_count_sum", "_count_max",
+                 "size_current", "count_current")
+
+    def __init__(self) -> None:
+        self.emit_total = 0
+        self._samples = 0
+        self._size_sum = 0
+        self._size_max = 0
+        self._count_sum = 0
+        self._count_max = 0
+        self.size_current = 0
+        self.count_current = 0
+        self.sample(0, 0)
+
+    def sample(self, size: int, count: int) -> None:
+        """Record one sample of the buffer's size (bytes) and count."""
+        self._samples += 1
+        self._size_sum += size
+        self._count_sum += count
+        if size > self._size_max:
+            self._size_max = size
+        if count > self._count_max:
+            self._count_max = count
+        self.size_current = size
+        self.count_current = count
+
+    def as_dict(self) -> dict[str, float]:
+        """The metrics under Kafka's names (floats, as Kafka reports them)."""
+        n = self._samples
+        return {
+            "suppression-emit-total": float(self.emit_total),
+            "suppression-buffer-size": float(self.size_current),
+            "suppression-buffer-size-avg": self._size_sum / n,
+            "suppression-buffer-size-max": float(self._size_max),
+            "suppression-buffer-count": float(self.count_current),
+            "suppression-buffer-count-avg": self._count_sum / n,
+            "suppression-buffer-count-max": float(self._count_max),
+        }
+
+
+class SuppressProcessor:
+    """Suppresses updates per :class:`~suppress.config.Suppressed`, emitting via ``emit``.
+
+    :param name: processor node name, used in :class:`BufferFullError` messages.
+    :param suppressed: the suppression config.
+    :param delay_ms: ``D``: the time limit, or for final results the grace period found
+        upstream (sessions: grace + gap).
+    :param emit: called as ``emit(key, new, old, context)`` for every record let through.
+    :param value_serializer: serializes values for byte accounting.
+    :raises InvalidSuppressionError: if the config asks for a strategy this version lacks.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        suppressed: Suppressed,
+        delay_ms: int,
+        emit: EmitCallback,
+        value_serializer: Callable[[Any], bytes],
+    ) -> None:
+        cfg = suppressed.buffer_config
+        if cfg.strategy is BufferFullStrategy.SPILL_TO_DISK:
+            raise InvalidSuppressionError("spill_to_disk_when_full() is not available yet")
+        self.name = name
+        self.delay_ms = delay_ms
+        self._final = suppressed.final_results
+        self._records_limit = cfg.records_limit
+        self._bytes_limit = cfg.bytes_limit
+        self._emit_early = cfg.strategy is BufferFullStrategy.EMIT
+        self._emit = emit
+        self.buffer = TimeOrderedBuffer(value_serializer, track_bytes=True)
+        self.metrics = SuppressMetrics()
+        self.stream_time = NO_TIMESTAMP
+
+    def process(
+        self, key: Any, key_bytes: bytes, new: Any, old: Any, context: RecordContext,
+        buffer_time: int,
+    ) -> None:
+        """Buffer one change and emit whatever is due.
+
+        :param buffer_time: ``context.timestamp`` for time limits; the window's exclusive end
+            for final results.
+        :raises BufferFullError: for a shut-down config over a limit after time eviction; the
+            record stays buffered and everything emitted before the check has been emitted.
+        """
+        if context.timestamp > self.stream_time:
+            self.stream_time = context.timestamp
+        buffer = self.buffer
+        buffer.put(buffer_time, key_bytes, key, new, old, context)
+        metrics = self.metrics
+        metrics.sample(buffer.size_bytes, buffer.num_records)
+        if buffer.evict_expired(self.stream_time - self.delay_ms, self._emit_entry):
+            metrics.sample(buffer.size_bytes, buffer.num_records)
+        if self._over_capacity():
+            if self._emit_early:
+                buffer.evict_while(self._over_capacity, self._emit_entry)
+                metrics.sample(buffer.size_bytes, buffer.num_records)
+            else:
+                raise BufferFullError(self.name, buffer.num_records, self._records_limit,
+                                      buffer.size_bytes, self._bytes_limit)
+
+    def _over_capacity(self) -> bool:
+        buffer = self.buffer
+        records_limit = self._records_limit
+        bytes_limit = self._bytes_limit
+        return (records_limit is not None and buffer.num_records > records_limit) or (
+            bytes_limit is not None and buffer.size_bytes > bytes_limit
+        )
+
+    def _emit_entry(self, entry: BufferedEntry) -> None:
+        if self._final and entry.new is None:
+            return  # a window that ended as a tombstone has no final result
+        self.metrics.emit_total += 1
+        self._emit(entry.key, entry.new, entry.old, entry.context)
+
+    def prior_value(self, key_bytes: bytes) -> tuple[bool, Any]:
+        """``(True, value downstream last saw)`` for a buffered key, else ``(False, None)``."""
+        return self.buffer.prior_value(key_bytes)

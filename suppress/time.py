@@ -1,0 +1,72 @@
+"""Time in the suppression engine: durations, stream time and THE window-close rule.
+
+Every duration is an ``int`` number of milliseconds or a :class:`datetime.timedelta`.
+
+The close rule lives here and nowhere else. A window whose *exclusive* end is ``e`` (for
+inclusive-end windows, sliding and session, ``e = end + 1``) closes once the observed stream
+time ``T`` satisfies ``T >= e + D``, where ``D`` is the grace period (sessions: grace + gap).
+Equivalently, ``e <= expiry(T, D)`` with ``expiry(T, D) = T - D``. The windowed aggregations
+reject records for closed windows with :func:`is_window_closed`, and ``until_window_closes``
+evicts buffered windows whose buffer time (the exclusive end) is ``<= expiry(T, D)``; both
+therefore agree to the millisecond.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+__all__ = ("NO_TIMESTAMP", "expiry", "is_window_closed", "to_millis")
+
+NO_TIMESTAMP = -1
+"""Stream time before any record was observed (Kafka's ``ConsumerRecord.NO_TIMESTAMP``)."""
+
+
+def to_millis(value: int | _dt.timedelta, what: str) -> int:
+    """Return a non-negative duration in milliseconds.
+
+    :param value: an ``int`` of milliseconds or a ``timedelta`` (sub-millisecond parts are
+        truncated).
+    :param what: the name used in error messages.
+    :raises TypeError: for any other type (``bool`` and ``float`` included).
+    :raises ValueError: for a negative duration.
+
+    >>> to_millis(_dt.timedelta(seconds=2), "grace")
+    2000
+    >>> to_millis(5, "grace")
+    5
+    """
+    if isinstance(value, _dt.timedelta):
+        ms = value // _dt.timedelta(milliseconds=1)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        ms = value
+    else:
+        raise TypeError(
+            f"{what} must be an int of milliseconds or a datetime.timedelta, "
+            f"got {type(value).__name__}: {value!r}"
+        )
+    if ms < 0:
+        raise ValueError(f"{what} must not be negative, got {ms} ms")
+    return ms
+
+
+def expiry(stream_time: int, delay: int) -> int:
+    """Return the largest buffer time that is due at ``stream_time`` for a delay ``delay`` (ms).
+
+    >>> expiry(10, 2)
+    8
+    """
+    return stream_time - delay
+
+
+def is_window_closed(exclusive_end: int, delay: int, stream_time: int) -> bool:
+    """Tell whether a window with exclusive end ``exclusive_end`` is closed.
+
+    ``delay`` is the grace period (sessions: grace + inactivity gap), all in ms. A closed
+    window accepts no more records and its final result is due.
+
+    >>> is_window_closed(10, 2, 11)
+    False
+    >>> is_window_closed(10, 2, 12)
+    True
+    """
+    return exclusive_end <= stream_time - delay

@@ -1,0 +1,73 @@
+"""Records as they flow through a topology.
+
+Internally a record is three things passed along together: its key, its value and its
+:class:`~suppress.entry.RecordContext` (timestamp in ms, offset, topic, partition, headers).
+Table nodes carry a :class:`Change` as the value. User processors see a :class:`Record`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, final
+
+from suppress.entry import Headers, RecordContext
+
+__all__ = ("Change", "Headers", "Record", "RecordContext", "normalize_headers")
+
+
+class Change(NamedTuple):
+    """A table update: the ``new`` value and the ``old`` one (``None`` if unknown or absent).
+
+    ``new is None`` is a delete (tombstone).
+    """
+
+    new: Any
+    old: Any
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record as user processors see it (Kafka's ``api.Record``)."""
+
+    key: Any
+    value: Any
+    timestamp: int
+    headers: Headers = field(default=())
+
+    def with_value(self, value: Any) -> Record:
+        """Same record with another value."""
+        return Record(self.key, value, self.timestamp, self.headers)
+
+    def with_key(self, key: Any) -> Record:
+        """Same record with another key."""
+        return Record(key, self.value, self.timestamp, self.headers)
+
+    def with_timestamp(self, timestamp: int) -> Record:
+        """Same record with another timestamp (ms)."""
+        return Record(self.key, self.value, timestamp, self.headers)
+
+
+def normalize_headers(headers: Any) -> Headers:
+    """Validate headers as a sequence of ``(str, bytes | None)`` pairs; return them as a tuple.
+
+    :raises TypeError: naming the offending header.
+    """
+    if not headers:
+        return ()
+    out = []
+    for item in headers:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise TypeError(f"a header must be a (str, bytes) pair, got {item!r}")
+        key, value = item
+        if not isinstance(key, str):
+            raise TypeError(f"header key must be str, got {type(key).__name__}: {key!r}")
+        if value is not None and not isinstance(value, bytes):
+            if isinstance(value, bytearray | memoryview):
+                value = bytes(value)
+            else:
+                raise TypeError(
+                    f"header {key!r} value must be bytes or None, got {type(value).__name__}"
+                )
+        out.append((key, value))
+    return tuple(out)

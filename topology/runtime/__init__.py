@@ -1,0 +1,1 @@
+"""Runtime internals: processor graph, task, processors. Only ``api`` names are public."""

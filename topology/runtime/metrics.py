@@ -1,0 +1,76 @@
+"""Task metrics: dropped records with reasons, record lateness, suppression gauges."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+__all__ = ("DropReason", "TaskMetrics", "log")
+
+log = logging.getLogger("topology")
+
+
+class DropReason:
+    """Why a record was dropped (the suffix of ``dropped-records-total{reason=...}``)."""
+
+    NULL_KEY = "null-key"
+    NULL_VALUE = "null-value"
+    EXPIRED_WINDOW = "expired-window"
+
+
+class TaskMetrics:
+    """Counters of one task. ``dropped-records-total`` counts every drop, once per reason."""
+
+    __slots__ = ("dropped", "_lateness_n", "_lateness_sum", "_lateness_max", "suppressors")
+
+    def __init__(self) -> None:
+        self.dropped: Counter[str] = Counter()
+        self._lateness_n = 0
+        self._lateness_sum = 0
+        self._lateness_max = 0
+        self.suppressors: dict[str, object] = {}
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` dropped records for ``reason``."""
+        self.dropped[reason] += n
+
+    def record_lateness(self, lateness: int) -> None:
+        """Record one input record's lateness in ms (0 if it was not late)."""
+        self._lateness_n += 1
+        self._lateness_sum += lateness
+        if lateness > self._lateness_max:
+            self._lateness_max = lateness
+
+    def as_dict(self) -> dict[str, float]:
+        """All metrics by name: totals, per-reason drops, lateness, suppression gauges.
+
+        Suppression metrics appear summed over nodes under Kafka's names, and per node as
+        ``<metric>{node=<name>}``.
+        """
+        out: dict[str, float] = {"dropped-records-total": float(sum(self.dropped.values()))}
+        for reason, n in sorted(self.dropped.items()):
+            out[f"dropped-records-total{{reason={reason}}}"] = float(n)
+        if self._lateness_n:
+            out["record-lateness-avg"] = self._lateness_sum / self._lateness_n
+            out["record-lateness-max"] = float(self._lateness_max)
+        else:
+            out["record-lateness-avg"] = 0.0
+            out["record-lateness-max"] = 0.0
+        totals: dict[str, float] = {}
+        for node, metrics in self.suppressors.items():
+            for name, value in metrics.as_dict().items():  # type: ignore[attr-defined]
+                out[f"{name}{{node={node}}}"] = value
+                if name.endswith(("-avg",)):
+                    continue
+                if name.endswith("-max"):
+                    totals[name] = max(totals.get(name, 0.0), value)
+                else:
+                    totals[name] = totals.get(name, 0.0) + value
+        if len(self.suppressors) == 1:
+            (metrics,) = self.suppressors.values()
+            totals.update(metrics.as_dict())  # type: ignore[attr-defined]
+        for name in ("suppression-emit-total", "suppression-buffer-size",
+                     "suppression-buffer-count"):
+            out[name] = totals.get(name, 0.0)
+        out.update({k: v for k, v in totals.items() if k not in out})
+        return out

@@ -1,0 +1,1 @@
+"""Built-in processors, one module per operator family."""

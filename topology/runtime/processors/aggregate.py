@@ -1,0 +1,219 @@
+"""Aggregations over grouped streams, grouped tables and time windows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from suppress.entry import RecordContext
+from suppress.time import NO_TIMESTAMP, is_window_closed
+
+from ...record import Change
+from ...windows import TimeWindows, Window, Windowed
+from ..graph import InternalProcessor
+from ..metrics import DropReason, log
+from .table import log_null_key
+
+__all__ = (
+    "StreamAggregateProcessor",
+    "TableAggregateProcessor",
+    "TableReduceProcessor",
+    "WindowedAggregateProcessor",
+)
+
+Initializer = Callable[[], Any]
+Aggregator = Callable[[Any, Any, Any], Any]
+
+
+def _drop_null(task: Any, key: Any, value: Any, ctx: RecordContext) -> bool:
+    """Count and log a record an aggregation cannot use; True if it was dropped."""
+    if key is None:
+        log_null_key(task, ctx)
+        return True
+    if value is None:
+        task.metrics.drop(DropReason.NULL_VALUE)
+        log.warning("Skipping record due to null value. topic=[%s] partition=[%s] offset=[%s]",
+                    ctx.topic, ctx.partition, ctx.offset)
+        return True
+    return False
+
+
+class StreamAggregateProcessor(InternalProcessor):
+    """Grouped-stream ``aggregate``/``count`` (and ``reduce`` when ``initializer`` is None).
+
+    Forwards ``Change(new_agg, old_agg)``; for ``aggregate`` the first old value is the
+    initializer's, for ``reduce`` it is ``None``. The timestamp is the max of the record's and
+    the stored aggregate's.
+    """
+
+    def __init__(self, store_name: str, initializer: Initializer | None, aggregator: Aggregator,
+                 send_old: Callable[[], bool]) -> None:
+        self._store_name = store_name
+        self._initializer = initializer
+        self._aggregator = aggregator
+        self._send_old = send_old
+
+    def init(self, task: Any) -> None:
+        """Bind the store."""
+        self._task = task
+        self._store = task.stores[self._store_name]
+        self._old = self._send_old()
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Fold the record into its key's aggregate and forward the change."""
+        if _drop_null(self._task, key, value, ctx):
+            return
+        item = self._store.get_with_timestamp(key)
+        ts = ctx.timestamp
+        if item is None:
+            if self._initializer is None:
+                old, new = None, value
+            else:
+                old = self._initializer()
+                new = self._aggregator(key, value, old)
+        else:
+            old = item[0]
+            if item[1] > ts:
+                ts = item[1]
+            new = self._aggregator(key, value, old)
+        self._store.put_with_timestamp(key, new, ts)
+        self.forward(key, Change(new, old if self._old else None), ctx.with_timestamp(ts))
+
+
+class TableAggregateProcessor(InternalProcessor):
+    """Grouped-table ``aggregate``/``count``: subtract the old value, then add the new one."""
+
+    def __init__(self, store_name: str, initializer: Initializer, adder: Aggregator,
+                 subtractor: Aggregator, send_old: Callable[[], bool]) -> None:
+        self._store_name = store_name
+        self._initializer = initializer
+        self._adder = adder
+        self._subtractor = subtractor
+        self._send_old = send_old
+
+    def init(self, task: Any) -> None:
+        """Bind the store."""
+        self._task = task
+        self._store = task.stores[self._store_name]
+        self._old = self._send_old()
+
+    def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """Apply the change to the aggregate and forward ``Change(new_agg, old_agg)``."""
+        if key is None:
+            log_null_key(self._task, ctx)
+            return
+        item = self._store.get_with_timestamp(key)
+        ts = ctx.timestamp
+        old_agg = None
+        if item is not None:
+            old_agg = item[0]
+            ts = max(ts, item[1])
+        agg = old_agg
+        if value.old is not None and old_agg is not None:
+            agg = self._subtractor(key, value.old, old_agg)
+        if value.new is not None:
+            agg = self._adder(key, value.new, self._initializer() if agg is None else agg)
+        self._store.put_with_timestamp(key, agg, ts)
+        self.forward(key, Change(agg, old_agg if self._old else None), ctx.with_timestamp(ts))
+
+
+class TableReduceProcessor(InternalProcessor):
+    """Grouped-table ``reduce(adder(agg, value), subtractor(agg, value))``."""
+
+    def __init__(self, store_name: str, adder: Callable[[Any, Any], Any],
+                 subtractor: Callable[[Any, Any], Any], send_old: Callable[[], bool]) -> None:
+        self._store_name = store_name
+        self._adder = adder
+        self._subtractor = subtractor
+        self._send_old = send_old
+
+    def init(self, task: Any) -> None:
+        """Bind the store."""
+        self._task = task
+        self._store = task.stores[self._store_name]
+        self._old = self._send_old()
+
+    def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """Apply the change to the reduced value and forward ``Change(new, old)``."""
+        if key is None:
+            log_null_key(self._task, ctx)
+            return
+        item = self._store.get_with_timestamp(key)
+        ts = ctx.timestamp
+        old_agg = None
+        if item is not None:
+            old_agg = item[0]
+            ts = max(ts, item[1])
+        agg = old_agg
+        if value.old is not None and old_agg is not None:
+            agg = self._subtractor(old_agg, value.old)
+        if value.new is not None:
+            agg = value.new if agg is None else self._adder(agg, value.new)
+        self._store.put_with_timestamp(key, agg, ts)
+        self.forward(key, Change(agg, old_agg if self._old else None), ctx.with_timestamp(ts))
+
+
+class WindowedAggregateProcessor(InternalProcessor):
+    """Time-windowed ``aggregate``/``count``/``reduce`` (``initializer`` None for reduce).
+
+    Keeps its own stream time ``T`` (after the null checks). For each window of the record,
+    in ascending start order: if the window is closed (:func:`suppress.time.is_window_closed`)
+    the record is dropped for it (counted and logged once per window); otherwise the window's
+    aggregate is updated and ``Change(new, old)`` is forwarded under ``Windowed(key, window)``
+    with timestamp ``max(record ts, window ts)``.
+    """
+
+    def __init__(self, store_name: str, windows: TimeWindows, initializer: Initializer | None,
+                 aggregator: Aggregator, send_old: Callable[[], bool]) -> None:
+        self._store_name = store_name
+        self._windows = windows
+        self._initializer = initializer
+        self._aggregator = aggregator
+        self._send_old = send_old
+        self.stream_time = NO_TIMESTAMP
+
+    def init(self, task: Any) -> None:
+        """Bind the store."""
+        self._task = task
+        self._store = task.stores[self._store_name]
+        self._old = self._send_old()
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Update every open window of the record; drop it for the closed ones."""
+        if _drop_null(self._task, key, value, ctx):
+            return
+        ts = ctx.timestamp
+        if ts > self.stream_time:
+            self.stream_time = ts
+        windows = self._windows
+        size, grace = windows.size_ms, windows.grace_ms
+        store = self._store
+        for start in windows.window_starts(ts):
+            end = start + size
+            if is_window_closed(end, grace, self.stream_time):
+                self._drop_expired(ctx, start, end)
+                continue
+            item = store.get_with_timestamp(key, start)
+            if item is None:
+                out_ts = ts
+                if self._initializer is None:
+                    old, new = None, value
+                else:
+                    old = self._initializer()
+                    new = self._aggregator(key, value, old)
+            else:
+                old = item[0]
+                out_ts = item[1] if item[1] > ts else ts
+                new = self._aggregator(key, value, old)
+            store.put_with_timestamp(key, new, start, out_ts)
+            self.forward(Windowed(key, Window(start, end)), Change(new, old if self._old else None),
+                         ctx.with_timestamp(out_ts))
+
+    def _drop_expired(self, ctx: RecordContext, start: int, end: int) -> None:
+        self._task.metrics.drop(DropReason.EXPIRED_WINDOW)
+        log.warning(
+            "Skipping record for expired window. topic=[%s] partition=[%s] offset=[%s] "
+            "timestamp=[%s] window=[%s,%s) expiration=[%s] streamTime=[%s]",
+            ctx.topic, ctx.partition, ctx.offset, ctx.timestamp, start, end,
+            self.stream_time - self._windows.grace_ms, self.stream_time,
+        )

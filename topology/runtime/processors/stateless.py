@@ -1,0 +1,212 @@
+"""Stateless processors: sources, sinks, record-by-record stream operators, user processors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from suppress.entry import RecordContext
+
+from ...errors import StoreError
+from ...record import Record
+from ...serde import Serde
+from ..api import Processor, PunctuationType
+from ..graph import InternalProcessor
+
+__all__ = (
+    "FilterProcessor",
+    "FlatMapProcessor",
+    "FlatMapValuesProcessor",
+    "MapProcessor",
+    "MapValuesProcessor",
+    "PassThrough",
+    "PeekProcessor",
+    "SelectKeyProcessor",
+    "SinkProcessor",
+    "UserProcessorAdapter",
+)
+
+
+class PassThrough(InternalProcessor):
+    """Forwards every record unchanged (sources and ``merge``)."""
+
+
+class FilterProcessor(InternalProcessor):
+    """Keeps records for which ``predicate(key, value)`` is true (false with ``negate``)."""
+
+    def __init__(self, predicate: Callable[[Any, Any], bool], negate: bool) -> None:
+        self._predicate = predicate
+        self._negate = negate
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Forward the record if it passes."""
+        if bool(self._predicate(key, value)) is not self._negate:
+            self.forward(key, value, ctx)
+
+
+class MapProcessor(InternalProcessor):
+    """``mapper(key, value) -> (new_key, new_value)``."""
+
+    def __init__(self, mapper: Callable[[Any, Any], tuple[Any, Any]]) -> None:
+        self._mapper = mapper
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Forward the mapped pair."""
+        result = self._mapper(key, value)
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise TypeError(f"map() mapper must return a (key, value) tuple, got {result!r}")
+        self.forward(result[0], result[1], ctx)
+
+
+class MapValuesProcessor(InternalProcessor):
+    """``mapper(value) -> new_value``."""
+
+    def __init__(self, mapper: Callable[[Any], Any]) -> None:
+        self._mapper = mapper
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Forward the mapped value."""
+        self.forward(key, self._mapper(value), ctx)
+
+
+class FlatMapProcessor(InternalProcessor):
+    """``mapper(key, value) -> iterable of (key, value)``."""
+
+    def __init__(self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]]) -> None:
+        self._mapper = mapper
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Forward each produced pair."""
+        for pair in self._mapper(key, value):
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise TypeError(f"flat_map() mapper must yield (key, value) tuples, got {pair!r}")
+            self.forward(pair[0], pair[1], ctx)
+
+
+class FlatMapValuesProcessor(InternalProcessor):
+    """``mapper(value) -> iterable of values``."""
+
+    def __init__(self, mapper: Callable[[Any], Iterable[Any]]) -> None:
+        self._mapper = mapper
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Forward each produced value under the same key."""
+        for new_value in self._mapper(value):
+            self.forward(key, new_value, ctx)
+
+
+class SelectKeyProcessor(InternalProcessor):
+    """``mapper(key, value) -> new_key``."""
+
+    def __init__(self, mapper: Callable[[Any, Any], Any]) -> None:
+        self._mapper = mapper
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Forward under the new key."""
+        self.forward(self._mapper(key, value), value, ctx)
+
+
+class PeekProcessor(InternalProcessor):
+    """Calls ``action(key, value)`` and forwards the record unchanged."""
+
+    def __init__(self, action: Callable[[Any, Any], None]) -> None:
+        self._action = action
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Run the action, then forward."""
+        self._action(key, value)
+        self.forward(key, value, ctx)
+
+
+class SinkProcessor(InternalProcessor):
+    """Writes records to a topic, serialized with the ``Produced`` serdes when given."""
+
+    def __init__(self, topic: str, key_serde: Serde[Any] | None,
+                 value_serde: Serde[Any] | None) -> None:
+        self.topic = topic
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def init(self, task: Any) -> None:
+        """Bind the task's producer and resolve the topic name."""
+        self._produce = task.produce
+        self._topic = task.resolve_topic(self.topic)
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Serialize (if serdes are set) and hand the record to the task's producer."""
+        kb = None if self._key_serde is None else self._key_serde.serialize(key)
+        vb = None if self._value_serde is None else self._value_serde.serialize(value)
+        self._produce(self._topic, key, value, kb, vb, ctx)
+
+
+class _Context:
+    """The :class:`~topology.runtime.api.ProcessorContext` given to one user processor."""
+
+    def __init__(self, adapter: UserProcessorAdapter, task: Any) -> None:
+        self._adapter = adapter
+        self._task = task
+
+    def forward(self, record: Record) -> None:
+        if not isinstance(record, Record):
+            raise TypeError(f"forward() takes a Record, got {type(record).__name__}")
+        current = self._task.current_context
+        if current is None:
+            ctx = RecordContext(record.timestamp, -1, "", 0, record.headers)
+        else:
+            ctx = current._replace(timestamp=record.timestamp, headers=record.headers)
+        self._adapter.forward(record.key, record.value, ctx)
+
+    def get_state_store(self, name: str) -> Any:
+        if name not in self._adapter.store_names:
+            raise StoreError(
+                f"store {name!r} is not connected to processor {self._adapter.name!r}; "
+                f"pass its name to process(..., {name!r})"
+            )
+        return self._task.public_store(name)
+
+    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+                 callback: Callable[[int], None]) -> Any:
+        return self._task.schedule(interval_ms, punctuation_type, callback)
+
+    def current_stream_time_ms(self) -> int:
+        return self._task.stream_time
+
+    def current_system_time_ms(self) -> int:
+        return self._task.clock.now_ms()
+
+    @property
+    def topic(self) -> str:
+        current = self._task.current_context
+        return "" if current is None else current.topic
+
+    @property
+    def offset(self) -> int:
+        current = self._task.current_context
+        return -1 if current is None else current.offset
+
+
+class UserProcessorAdapter(InternalProcessor):
+    """Runs a user :class:`~topology.runtime.api.Processor` inside the runtime."""
+
+    def __init__(self, supplier: Callable[[], Processor], store_names: tuple[str, ...]) -> None:
+        self._supplier = supplier
+        self.store_names = store_names
+
+    def init(self, task: Any) -> None:
+        """Create the user processor and give it its context."""
+        processor = self._supplier()
+        if not isinstance(processor, Processor):
+            raise TypeError(
+                f"process() supplier must return a topology Processor, got "
+                f"{type(processor).__name__}"
+            )
+        self._processor = processor
+        processor.init(_Context(self, task))
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Hand the record to the user processor."""
+        self._processor.process(Record(key, value, ctx.timestamp, ctx.headers))
+
+    def close(self) -> None:
+        """Close the user processor."""
+        self._processor.close()

@@ -1,0 +1,154 @@
+"""Table processors: source tables, filter/map_values, to_stream, group_by re-keying.
+
+Table records carry a :class:`~topology.record.Change`. ``send_old`` says whether a
+downstream node (suppress, a table group_by) needs old values; when it does not, old values
+are not computed and are forwarded as ``None``, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from suppress.entry import RecordContext
+
+from ...record import Change
+from ..graph import InternalProcessor
+from ..metrics import DropReason, log
+
+__all__ = (
+    "TableFilterProcessor",
+    "TableMapValuesProcessor",
+    "TableRepartitionMapProcessor",
+    "TableSourceProcessor",
+    "ToStreamProcessor",
+    "log_null_key",
+)
+
+
+def log_null_key(task: Any, ctx: RecordContext) -> None:
+    """Count and log a record dropped for its ``None`` key (Kafka's wording)."""
+    task.metrics.drop(DropReason.NULL_KEY)
+    log.warning("Skipping record due to null key. topic=[%s] partition=[%s] offset=[%s]",
+                ctx.topic, ctx.partition, ctx.offset)
+
+
+class TableSourceProcessor(InternalProcessor):
+    """Materializes a topic as a table and forwards ``Change(new, old)`` for every record.
+
+    A delete of an absent key is forwarded as ``Change(None, None)`` (no record cache).
+    """
+
+    def __init__(self, store_name: str, send_old: Callable[[], bool]) -> None:
+        self._store_name = store_name
+        self._send_old = send_old
+
+    def init(self, task: Any) -> None:
+        """Bind the store."""
+        self._task = task
+        self._store = task.stores[self._store_name]
+        self._old = self._send_old()
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Upsert (or delete) ``key`` and forward the change."""
+        if key is None:
+            log_null_key(self._task, ctx)
+            return
+        store = self._store
+        item = store.get_with_timestamp(key)
+        store.put_with_timestamp(key, value, ctx.timestamp)
+        old = item[0] if item is not None and self._old else None
+        self.forward(key, Change(value, old), ctx)
+
+
+class TableFilterProcessor(InternalProcessor):
+    """Table filter: a value failing ``predicate(key, value)`` becomes ``None`` (a delete)."""
+
+    def __init__(self, predicate: Callable[[Any, Any], bool], negate: bool,
+                 send_old: Callable[[], bool]) -> None:
+        self._predicate = predicate
+        self._negate = negate
+        self._send_old = send_old
+
+    def init(self, task: Any) -> None:
+        """Read the old-values flag."""
+        self._old = self._send_old()
+
+    def _keep(self, key: Any, value: Any) -> Any:
+        if value is not None and bool(self._predicate(key, value)) is not self._negate:
+            return value
+        return None
+
+    def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """Forward the filtered change (nothing when both sides are ``None`` with old values)."""
+        new = self._keep(key, value.new)
+        if self._old:
+            old = self._keep(key, value.old)
+            if new is None and old is None:
+                return
+        else:
+            old = None
+        self.forward(key, Change(new, old), ctx)
+
+
+class TableMapValuesProcessor(InternalProcessor):
+    """Table map_values: ``mapper(value)`` applied to the new (and old) value."""
+
+    def __init__(self, mapper: Callable[[Any], Any], send_old: Callable[[], bool]) -> None:
+        self._mapper = mapper
+        self._send_old = send_old
+
+    def init(self, task: Any) -> None:
+        """Read the old-values flag."""
+        self._old = self._send_old()
+
+    def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """Forward the mapped change."""
+        mapper = self._mapper
+        new = None if value.new is None else mapper(value.new)
+        old = mapper(value.old) if self._old and value.old is not None else None
+        self.forward(key, Change(new, old), ctx)
+
+
+class ToStreamProcessor(InternalProcessor):
+    """Turns table changes into a stream of their new values (``None`` for deletes)."""
+
+    def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """Forward ``value.new``."""
+        self.forward(key, value.new, ctx)
+
+
+class TableRepartitionMapProcessor(InternalProcessor):
+    """KTable ``group_by``: ``selector(key, value) -> (new_key, new_value)``.
+
+    The old value's pair is forwarded first as a subtraction ``Change(None, old)``, then the
+    new value's pair as an addition ``Change(new, None)``. A pair with a ``None`` key is
+    counted as dropped.
+    """
+
+    def __init__(self, selector: Callable[[Any, Any], tuple[Any, Any]]) -> None:
+        self._selector = selector
+
+    def init(self, task: Any) -> None:
+        """Bind the task for drop counting."""
+        self._task = task
+
+    def _select(self, key: Any, value: Any, ctx: RecordContext) -> tuple[Any, Any] | None:
+        if value is None:
+            return None
+        pair = self._selector(key, value)
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise TypeError(f"KTable.group_by selector must return (key, value), got {pair!r}")
+        if pair[0] is None:
+            log_null_key(self._task, ctx)
+            return None
+        return pair
+
+    def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """Forward the subtraction, then the addition."""
+        old_pair = self._select(key, value.old, ctx)
+        new_pair = self._select(key, value.new, ctx)
+        if old_pair is not None and old_pair[1] is not None:
+            self.forward(old_pair[0], Change(None, old_pair[1]), ctx)
+        if new_pair is not None and new_pair[1] is not None:
+            self.forward(new_pair[0], Change(new_pair[1], None), ctx)

@@ -1,0 +1,212 @@
+"""A task: runs one topology instance to completion for each input record.
+
+One task, one partition per topic, as Kafka's test driver. Records produced to a topic that a
+source of the same topology reads (repartition topics, or a user's loop) are queued and
+processed, in order, before :meth:`Task.process` returns.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from suppress.entry import Headers, RecordContext
+from suppress.time import NO_TIMESTAMP
+
+from ..errors import StoreError, UnknownTopicError
+from .api import PunctuationType
+from .clock import Clock
+from .graph import InternalProcessor, Topology
+from .metrics import TaskMetrics
+
+__all__ = ("Task",)
+
+Output = Callable[[str, Any, Any, bytes | None, bytes | None, RecordContext], None]
+
+
+class _Schedule:
+    """One punctuation: aligned to its start, at most one call per advance."""
+
+    __slots__ = ("next_time", "interval", "callback", "cancelled")
+
+    def __init__(self, start: int, interval: int, callback: Callable[[int], None]) -> None:
+        self.next_time = start
+        self.interval = interval
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stop this punctuation."""
+        self.cancelled = True
+
+    def maybe_fire(self, now: int) -> None:
+        if self.cancelled or now < self.next_time:
+            return
+        self.callback(now)
+        scheduled = self.next_time
+        nxt = scheduled + self.interval
+        if now >= nxt:
+            nxt = scheduled + ((now - scheduled) // self.interval + 1) * self.interval
+        self.next_time = nxt
+
+
+class Task:
+    """Processors, stores and clocks of one running topology.
+
+    :param output: receives every produced record as
+        ``output(topic, key, value, key_bytes, value_bytes, context)``.
+    """
+
+    def __init__(self, topology: Topology, clock: Clock, output: Output,
+                 application_id: str) -> None:
+        self.topology = topology
+        self.application_id = application_id
+        self.clock = clock
+        self.metrics = TaskMetrics()
+        self.stream_time = NO_TIMESTAMP
+        self.current_context: RecordContext | None = None
+        self.suppressors: dict[str, Any] = {}
+        self.stores = {spec.name: spec.factory() for spec in topology.stores}
+        self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
+        self._output = output
+        self._queue: deque[tuple[str, Any, Any, RecordContext]] = deque()
+        self._offsets: dict[str, int] = {}
+        self._stream_schedules: list[_Schedule] = []
+        self._wall_schedules: list[_Schedule] = []
+        self.processors: dict[str, InternalProcessor] = {}
+        for node in topology.nodes:
+            proc = node.factory()
+            proc.name = node.name
+            self.processors[node.name] = proc
+        self.sources: dict[str, InternalProcessor] = {}
+        for node in topology.nodes:
+            proc = self.processors[node.name]
+            children = [self.processors[c.name].process for c in node.children]
+            proc.forward = _fan_out(children)  # type: ignore[method-assign]
+            if node.kind == "source":
+                for topic in node.topics:
+                    self.sources[self.resolve_topic(topic)] = proc
+        for node in topology.nodes:
+            self.processors[node.name].init(self)
+
+    def resolve_topic(self, topic: str) -> str:
+        """The real name of ``topic``: internal topics get the application id as prefix."""
+        if topic in self.topology.internal_topics:
+            return f"{self.application_id}-{topic}"
+        return topic
+
+    # -- processing ----------------------------------------------------------------------------
+
+    def process(self, topic: str, key: Any, value: Any, timestamp: int, offset: int,
+                headers: Headers = ()) -> None:
+        """Process one input record to completion (re-queued internal records included).
+
+        :raises UnknownTopicError: if no source reads ``topic``.
+        """
+        source = self.sources.get(topic)
+        if source is None:
+            raise UnknownTopicError(f"Unknown topic: {topic}")
+        self._run(source, key, value, RecordContext(timestamp, offset, topic, 0, headers))
+        queue = self._queue
+        while queue:
+            q_topic, q_key, q_value, q_ctx = queue.popleft()
+            self._run(self.sources[q_topic], q_key, q_value, q_ctx)
+
+    def _run(self, source: InternalProcessor, key: Any, value: Any, ctx: RecordContext) -> None:
+        ts = ctx.timestamp
+        if ts >= self.stream_time:
+            self.metrics.record_lateness(0)
+            self.stream_time = ts
+        else:
+            self.metrics.record_lateness(self.stream_time - ts)
+        self.current_context = ctx
+        try:
+            source.process(key, value, ctx)
+        finally:
+            self.current_context = None
+        if self._stream_schedules:
+            for schedule in list(self._stream_schedules):
+                schedule.maybe_fire(self.stream_time)
+
+    def produce(self, topic: str, key: Any, value: Any, key_bytes: bytes | None,
+                value_bytes: bytes | None, ctx: RecordContext) -> None:
+        """Deliver a record a sink wrote; queue it if a source of this topology reads it."""
+        self._output(topic, key, value, key_bytes, value_bytes, ctx)
+        if topic in self.sources:
+            offset = self._offsets.get(topic, 0)
+            self._offsets[topic] = offset + 1
+            self._queue.append((topic, key, value,
+                                RecordContext(ctx.timestamp, offset, topic, 0, ctx.headers)))
+
+    # -- punctuation ---------------------------------------------------------------------------
+
+    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+                 callback: Callable[[int], None]) -> _Schedule:
+        """Schedule ``callback(now_ms)`` every ``interval_ms`` of the given clock.
+
+        Stream-time schedules are aligned to 0 and fire at the first record; wall-clock ones
+        first fire ``interval_ms`` after scheduling. Skipped intervals give one call.
+
+        :raises ValueError: for an interval that is not positive.
+        """
+        if not isinstance(interval_ms, int) or interval_ms <= 0:
+            raise ValueError(f"punctuation interval must be a positive int of ms, "
+                             f"got {interval_ms!r}")
+        if punctuation_type is PunctuationType.STREAM_TIME:
+            schedule = _Schedule(0, interval_ms, callback)
+            self._stream_schedules.append(schedule)
+        else:
+            schedule = _Schedule(self.clock.now_ms() + interval_ms, interval_ms, callback)
+            self._wall_schedules.append(schedule)
+        return schedule
+
+    def wall_clock_advanced(self) -> None:
+        """Run due wall-clock punctuations, then anything they queued."""
+        now = self.clock.now_ms()
+        for schedule in list(self._wall_schedules):
+            schedule.maybe_fire(now)
+        queue = self._queue
+        while queue:
+            q_topic, q_key, q_value, q_ctx = queue.popleft()
+            self._run(self.sources[q_topic], q_key, q_value, q_ctx)
+
+    # -- stores --------------------------------------------------------------------------------
+
+    def public_store(self, name: str) -> Any:
+        """The store ``name``.
+
+        :raises StoreError: if the topology has no such store.
+        """
+        store = self.stores.get(name)
+        if store is None:
+            raise StoreError(f"no state store named {name!r}; stores: {sorted(self.stores)}")
+        return store
+
+    def store_kind(self, name: str) -> str | None:
+        """``"key-value"``, ``"window"`` ... for a known store, else ``None``."""
+        return self._store_kinds.get(name)
+
+    def close(self) -> None:
+        """Close every processor (buffered suppress records are not emitted)."""
+        for proc in self.processors.values():
+            proc.close()
+
+
+def _fan_out(children: list[Callable[[Any, Any, RecordContext], None]]
+             ) -> Callable[[Any, Any, RecordContext], None]:
+    if not children:
+        return _discard
+    if len(children) == 1:
+        return children[0]
+    kids = tuple(children)
+
+    def forward(key: Any, value: Any, ctx: RecordContext) -> None:
+        for child in kids:
+            child(key, value, ctx)
+
+    return forward
+
+
+def _discard(key: Any, value: Any, ctx: RecordContext) -> None:
+    """Forward target of a node without children."""

@@ -1,0 +1,113 @@
+"""In-memory key-value store: a dict, plus a key-bytes order built lazily for range queries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ("InMemoryKeyValueStore",)
+
+
+class InMemoryKeyValueStore:
+    """Key-value store of ``key -> (value, timestamp)``; reads return values.
+
+    Range queries follow the order of the serialized keys (unsigned bytes), as Kafka's
+    stores do; ``None`` bounds are open. Forward and backward iteration give exactly reversed
+    sequences.
+
+    Runtime complexity: get/put/delete O(1); the first range query after a write that added or
+    removed a key re-sorts the keys, O(n log n).
+
+    >>> s = InMemoryKeyValueStore("s", lambda k: k.encode())
+    >>> s.put("b", 2); s.put("a", 1)
+    >>> list(s.all()), list(s.reverse_range("a", "b"))
+    ([('a', 1), ('b', 2)], [('b', 2), ('a', 1)])
+    """
+
+    persistent = False
+
+    def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None]) -> None:
+        self.name = name
+        self._key_bytes = key_serializer
+        self._data: dict[Any, tuple[Any, int]] = {}
+        self._order: list[tuple[bytes, Any]] | None = None
+
+    # -- hot path (used by the runtime with timestamps) ------------------------------------------
+
+    def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
+        """``(value, timestamp)`` of ``key``, or ``None``."""
+        return self._data.get(key)
+
+    def put_with_timestamp(self, key: Any, value: Any, timestamp: int) -> None:
+        """Store ``value`` at ``timestamp`` (ms); ``None`` deletes."""
+        if value is None:
+            self.delete(key)
+            return
+        if key not in self._data:
+            self._order = None
+        self._data[key] = (value, timestamp)
+
+    # -- public key-value API ----------------------------------------------------------------
+
+    def get(self, key: Any) -> Any:
+        """The value of ``key``, or ``None``."""
+        item = self._data.get(key)
+        return None if item is None else item[0]
+
+    def put(self, key: Any, value: Any) -> None:
+        """Store ``value`` for ``key`` (timestamp -1); ``None`` deletes."""
+        self.put_with_timestamp(key, value, -1)
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        """Store ``value`` only if ``key`` is absent; return the previous value (or ``None``)."""
+        old = self.get(key)
+        if old is None:
+            self.put(key, value)
+        return old
+
+    def delete(self, key: Any) -> Any:
+        """Remove ``key``; return its old value (or ``None``)."""
+        item = self._data.pop(key, None)
+        if item is None:
+            return None
+        self._order = None
+        return item[0]
+
+    def _sorted(self) -> list[tuple[bytes, Any]]:
+        if self._order is None:
+            ser = self._key_bytes
+            self._order = sorted(((ser(k) or b"", k) for k in self._data), key=lambda p: p[0])
+        return self._order
+
+    def _select(self, from_key: Any, to_key: Any) -> list[tuple[Any, Any]]:
+        lo = None if from_key is None else self._key_bytes(from_key)
+        hi = None if to_key is None else self._key_bytes(to_key)
+        data = self._data
+        return [
+            (k, data[k][0]) for kb, k in self._sorted()
+            if (lo is None or kb >= lo) and (hi is None or kb <= hi)
+        ]
+
+    def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` pairs with ``from_key <= key <= to_key`` in key-bytes order."""
+        return iter(self._select(from_key, to_key))
+
+    def reverse_range(self, from_key: Any = None, to_key: Any = None
+                      ) -> Iterator[tuple[Any, Any]]:
+        """The same pairs as :meth:`range`, in reverse order."""
+        return reversed(self._select(from_key, to_key))
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        """Every ``(key, value)`` in key-bytes order."""
+        return self.range(None, None)
+
+    def reverse_all(self) -> Iterator[tuple[Any, Any]]:
+        """Every ``(key, value)`` in reverse key-bytes order."""
+        return self.reverse_range(None, None)
+
+    def approximate_num_entries(self) -> int:
+        """Number of keys."""
+        return len(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)

@@ -1,0 +1,123 @@
+"""In-memory window store: ``(key, window start) -> (value, timestamp)``, with retention."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from ...windows import Window, Windowed
+
+__all__ = ("InMemoryWindowStore",)
+
+
+class InMemoryWindowStore:
+    """Window store bucketed by window start; windows older than the retention are dropped.
+
+    Retention: a window with ``start <= observed_stream_time - retention_ms`` is expired and
+    removed; writes to it are ignored (the aggregation never sends them). Iteration is by
+    window start, then key bytes; backward iteration is exactly the reverse.
+
+    :param window_size_ms: used to rebuild ``Window(start, start + size)`` for results.
+    """
+
+    persistent = False
+
+    def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
+                 window_size_ms: int, retention_ms: int) -> None:
+        self.name = name
+        self._key_bytes = key_serializer
+        self.window_size_ms = window_size_ms
+        self.retention_ms = retention_ms
+        self._by_start: dict[int, dict[Any, tuple[Any, int]]] = {}
+        self._starts: SortedList = SortedList()
+        self._observed = -1
+
+    # -- hot path ------------------------------------------------------------------------------
+
+    def get_with_timestamp(self, key: Any, start: int) -> tuple[Any, int] | None:
+        """``(value, timestamp)`` of ``key`` in the window starting at ``start``, or ``None``."""
+        bucket = self._by_start.get(start)
+        return None if bucket is None else bucket.get(key)
+
+    def put_with_timestamp(self, key: Any, value: Any, start: int, timestamp: int) -> None:
+        """Store ``value`` for ``key`` in window ``start``; ``None`` deletes it."""
+        if start > self._observed:
+            self._observed = start
+            self._expire()
+        if start <= self._observed - self.retention_ms:
+            return
+        bucket = self._by_start.get(start)
+        if value is None:
+            if bucket is not None and bucket.pop(key, None) is not None and not bucket:
+                del self._by_start[start]
+                self._starts.remove(start)
+            return
+        if bucket is None:
+            bucket = self._by_start[start] = {}
+            self._starts.add(start)
+        bucket[key] = (value, timestamp)
+
+    def _expire(self) -> None:
+        limit = self._observed - self.retention_ms
+        starts = self._starts
+        while starts and starts[0] <= limit:
+            del self._by_start[starts.pop(0)]
+
+    # -- public window-store API ---------------------------------------------------------------
+
+    def put(self, key: Any, value: Any, window_start: int) -> None:
+        """Store ``value`` for ``key`` in the window starting at ``window_start`` (ms)."""
+        self.put_with_timestamp(key, value, window_start, window_start)
+
+    def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
+        """With one time: the value in the window starting there (or ``None``).
+
+        With two: an iterator of ``(window start, value)`` for starts in
+        ``[time_from, time_to]``, ascending.
+        """
+        if time_to is None:
+            item = self.get_with_timestamp(key, time_from)
+            return None if item is None else item[0]
+        return iter(self._fetch_key(key, time_from, time_to))
+
+    def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[tuple[int, Any]]:
+        """:meth:`fetch` with two times, in descending start order."""
+        return reversed(self._fetch_key(key, time_from, time_to))
+
+    def _fetch_key(self, key: Any, time_from: int | None, time_to: int | None
+                   ) -> list[tuple[int, Any]]:
+        out = []
+        for start in self._starts.irange(time_from, time_to):
+            item = self._by_start[start].get(key)
+            if item is not None:
+                out.append((start, item[0]))
+        return out
+
+    def _select(self, time_from: int | None, time_to: int | None) -> list[tuple[Windowed, Any]]:
+        ser = self._key_bytes
+        size = self.window_size_ms
+        out = []
+        for start in self._starts.irange(time_from, time_to):
+            bucket = self._by_start[start]
+            window = Window(start, start + size)
+            for _, key in sorted(((ser(k) or b"", k) for k in bucket), key=lambda p: p[0]):
+                out.append((Windowed(key, window), bucket[key][0]))
+        return out
+
+    def fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
+        """``(Windowed, value)`` for windows starting in ``[time_from, time_to]``."""
+        return iter(self._select(time_from, time_to))
+
+    def backward_fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`fetch_all` in reverse order."""
+        return reversed(self._select(time_from, time_to))
+
+    def all(self) -> Iterator[tuple[Windowed, Any]]:
+        """Every ``(Windowed, value)``, by window start then key bytes."""
+        return iter(self._select(None, None))
+
+    def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`all` in reverse order."""
+        return reversed(self._select(None, None))

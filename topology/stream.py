@@ -1,0 +1,158 @@
+"""``KStream``: a record stream handle. Each method validates and adds a node, nothing runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from .errors import TopologyError
+from .options import Grouped, Produced
+from .runtime.api import Processor
+from .runtime.graph import GraphNode
+from .runtime.processors import stateless as sp
+from .serde import Serde
+
+if TYPE_CHECKING:
+    from .builder import StreamsBuilder
+    from .grouped import KGroupedStream
+
+__all__ = ("KStream",)
+
+
+def _check_callable(fn: Any, what: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{what} must be callable, got {type(fn).__name__}")
+
+
+class KStream:
+    """An unbounded stream of key-value records.
+
+    Operations return new handles; key-changing ones (``map``, ``flat_map``, ``select_key``)
+    mark the stream so that a later grouping repartitions it by the new key.
+    """
+
+    def __init__(self, builder: StreamsBuilder, node: GraphNode, key_serde: Serde[Any] | None,
+                 value_serde: Serde[Any] | None, repartition_required: bool = False) -> None:
+        self._builder = builder
+        self._node = node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self._repartition_required = repartition_required
+
+    def _then(self, prefix: str, factory: Callable[[], Any], *, key_changed: bool = False,
+              keep_value_serde: bool = True) -> KStream:
+        node = self._builder.add_node(prefix, factory, [self._node])
+        return KStream(
+            self._builder, node,
+            None if key_changed else self._key_serde,
+            self._value_serde if keep_value_serde else None,
+            self._repartition_required or key_changed,
+        )
+
+    def filter(self, predicate: Callable[[Any, Any], bool]) -> KStream:
+        """Keep records for which ``predicate(key, value)`` is true."""
+        _check_callable(predicate, "filter predicate")
+        return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, False))
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool]) -> KStream:
+        """Drop records for which ``predicate(key, value)`` is true."""
+        _check_callable(predicate, "filter_not predicate")
+        return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, True))
+
+    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]]) -> KStream:
+        """Replace each record by ``mapper(key, value) -> (new_key, new_value)``."""
+        _check_callable(mapper, "map mapper")
+        return self._then("KSTREAM-MAP", lambda: sp.MapProcessor(mapper), key_changed=True,
+                          keep_value_serde=False)
+
+    def map_values(self, mapper: Callable[[Any], Any]) -> KStream:
+        """Replace each value by ``mapper(value)``; the key is kept."""
+        _check_callable(mapper, "map_values mapper")
+        return self._then("KSTREAM-MAPVALUES", lambda: sp.MapValuesProcessor(mapper),
+                          keep_value_serde=False)
+
+    def flat_map(self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]]) -> KStream:
+        """Replace each record by the pairs of ``mapper(key, value)`` (zero or more)."""
+        _check_callable(mapper, "flat_map mapper")
+        return self._then("KSTREAM-FLATMAP", lambda: sp.FlatMapProcessor(mapper),
+                          key_changed=True, keep_value_serde=False)
+
+    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]]) -> KStream:
+        """Replace each value by the values of ``mapper(value)`` (zero or more), same key."""
+        _check_callable(mapper, "flat_map_values mapper")
+        return self._then("KSTREAM-FLATMAPVALUES", lambda: sp.FlatMapValuesProcessor(mapper),
+                          keep_value_serde=False)
+
+    def select_key(self, mapper: Callable[[Any, Any], Any]) -> KStream:
+        """Re-key each record with ``mapper(key, value)``."""
+        _check_callable(mapper, "select_key mapper")
+        return self._then("KSTREAM-KEY-SELECT", lambda: sp.SelectKeyProcessor(mapper),
+                          key_changed=True)
+
+    def peek(self, action: Callable[[Any, Any], None]) -> KStream:
+        """Call ``action(key, value)`` for each record, which passes on unchanged."""
+        _check_callable(action, "peek action")
+        return self._then("KSTREAM-PEEK", lambda: sp.PeekProcessor(action))
+
+    def merge(self, other: KStream) -> KStream:
+        """Interleave this stream with ``other`` (records keep their own timestamps).
+
+        :raises TopologyError: if ``other`` belongs to another builder.
+        """
+        if not isinstance(other, KStream) or other._builder is not self._builder:
+            raise TopologyError("merge() needs a KStream of the same StreamsBuilder")
+        node = self._builder.add_node("KSTREAM-MERGE", sp.PassThrough, [self._node, other._node])
+        same_key = self._key_serde is other._key_serde
+        same_value = self._value_serde is other._value_serde
+        return KStream(self._builder, node, self._key_serde if same_key else None,
+                       self._value_serde if same_value else None,
+                       self._repartition_required or other._repartition_required)
+
+    def to(self, topic: str, produced: Produced | None = None) -> None:
+        """Write every record to ``topic``, serialized with ``produced``'s serdes if given."""
+        if not isinstance(topic, str) or not topic:
+            raise TopologyError(f"topic must be a non-empty str, got {topic!r}")
+        produced = produced or Produced()
+        self._builder.add_node(
+            "KSTREAM-SINK", lambda: sp.SinkProcessor(topic, produced.key_serde,
+                                                     produced.value_serde),
+            [self._node], kind="sink", topics=(topic,))
+
+    def process(self, supplier: Callable[[], Processor], *store_names: str) -> KStream:
+        """Run a user :class:`~topology.runtime.api.Processor` (a fresh one per task).
+
+        ``store_names`` are stores added with ``StreamsBuilder.add_state_store`` that the
+        processor may open with ``context.get_state_store(name)``.
+
+        :raises TopologyError: for an unknown store name.
+        """
+        _check_callable(supplier, "process supplier")
+        for name in store_names:
+            if not self._builder.has_store(name):
+                raise TopologyError(f"process(): no state store named {name!r}; add it with "
+                                    "StreamsBuilder.add_state_store first")
+        node = self._builder.add_node(
+            "KSTREAM-PROCESSOR", lambda: sp.UserProcessorAdapter(supplier, store_names),
+            [self._node], stores=list(store_names))
+        return KStream(self._builder, node, None, None, True)
+
+    def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:
+        """Group records by their current key (repartitioned if an earlier step changed it)."""
+        from .grouped import KGroupedStream
+
+        grouped = grouped or Grouped()
+        return KGroupedStream(self._builder, self._node, grouped.key_serde or self._key_serde,
+                              grouped.value_serde or self._value_serde,
+                              self._repartition_required, grouped.name)
+
+    def group_by(self, selector: Callable[[Any, Any], Any],
+                 grouped: Grouped | None = None) -> KGroupedStream:
+        """Group records by ``selector(key, value) -> new_key`` (always repartitioned)."""
+        _check_callable(selector, "group_by selector")
+        from .grouped import KGroupedStream
+
+        grouped = grouped or Grouped()
+        node = self._builder.add_node("KSTREAM-KEY-SELECT",
+                                      lambda: sp.SelectKeyProcessor(selector), [self._node])
+        return KGroupedStream(self._builder, node, grouped.key_serde,
+                              grouped.value_serde or self._value_serde, True, grouped.name)

@@ -1,0 +1,219 @@
+"""Test topics and records of :class:`~topology.testing.driver.TopologyTestDriver`."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, final
+
+from ..errors import EmptyTopicError
+from ..record import Headers, normalize_headers
+from ..serde import Serde
+
+if TYPE_CHECKING:
+    from .driver import TopologyTestDriver
+
+__all__ = ("TestInputTopic", "TestOutputTopic", "TestRecord")
+
+
+@final
+class TestRecord:
+    """A record piped into or read from a test topic.
+
+    ``timestamp`` is in ms (``None``: none given); ``headers`` a tuple of ``(str, bytes)``.
+    Equal when key, value, timestamp and headers are equal.
+
+    :raises ValueError: for a negative timestamp.
+    """
+
+    __test__ = False  # not a pytest test class
+    __slots__ = ("key", "value", "timestamp", "headers")
+
+    def __init__(self, key: Any, value: Any, timestamp: int | None = None,
+                 headers: Iterable[tuple[str, bytes | None]] | None = None) -> None:
+        if timestamp is not None:
+            if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+                raise TypeError(f"timestamp must be an int of ms, got {timestamp!r}")
+            if timestamp < 0:
+                raise ValueError(f"Invalid timestamp: {timestamp}. Timestamp should always be "
+                                 "non-negative or null.")
+        self.key = key
+        self.value = value
+        self.timestamp = timestamp
+        self.headers: Headers = normalize_headers(headers)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TestRecord):
+            return NotImplemented
+        return (self.key, self.value, self.timestamp, self.headers) == (
+            other.key, other.value, other.timestamp, other.headers)
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.value, self.timestamp, self.headers))
+
+    def __repr__(self) -> str:
+        return (f"TestRecord(key={self.key!r}, value={self.value!r}, "
+                f"timestamp={self.timestamp!r}, headers={self.headers!r})")
+
+
+class TestInputTopic:
+    """Pipes records into one source topic. Get one from ``driver.create_input_topic``.
+
+    Records without a timestamp get the topic's current time, which then moves forward by
+    ``auto_advance_ms``.
+    """
+
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, name: str, key_serde: Serde[Any] | None,
+                 value_serde: Serde[Any] | None, start_ms: int, auto_advance_ms: int) -> None:
+        self.name = name
+        self._driver = driver
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self._time = start_ms
+        self._advance = auto_advance_ms
+
+    def advance_time(self, ms: int) -> None:
+        """Move this topic's current time forward (not stream or wall-clock time).
+
+        :raises ValueError: for a negative advance.
+        """
+        if ms < 0:
+            raise ValueError("advance must be positive")
+        self._time += ms
+
+    def pipe_input(self, key: Any, value: Any = None, timestamp: int | None = None,
+                   headers: Iterable[tuple[str, bytes | None]] | None = None) -> None:
+        """Process one record to completion.
+
+        :raises ValueError: for a negative timestamp.
+        :raises topology.errors.UnknownTopicError: if no source reads this topic.
+        :raises suppress.BufferFullError: if a shut-down suppression overflows.
+        """
+        self.pipe_record(TestRecord(key, value, timestamp, headers))
+
+    def pipe_record(self, record: TestRecord) -> None:
+        """Process one :class:`TestRecord` to completion."""
+        ts = record.timestamp
+        if ts is None:
+            ts = self._time
+            self._time += self._advance
+        key, value = record.key, record.value
+        if self._key_serde is not None:
+            key = self._key_serde.serialize(key)
+        if self._value_serde is not None:
+            value = self._value_serde.serialize(value)
+        self._driver._pipe(self.name, key, value, ts, record.headers,
+                           self._key_serde is not None, self._value_serde is not None)
+
+    def pipe_records(self, records: Iterable[TestRecord | tuple[Any, ...]]) -> None:
+        """Process records one after the other (each to completion).
+
+        Each item is a :class:`TestRecord` or a tuple ``(key, value)`` /
+        ``(key, value, timestamp)`` / ``(key, value, timestamp, headers)``.
+        """
+        for record in records:
+            if not isinstance(record, TestRecord):
+                record = TestRecord(*record)
+            self.pipe_record(record)
+
+    def __repr__(self) -> str:
+        return (f"TestInputTopic[topic='{self.name}', keySerde={self._key_serde}, "
+                f"valueSerde={self._value_serde}]")
+
+
+class TestOutputTopic:
+    """Reads what the topology wrote to one topic, first in first out.
+
+    Get one from ``driver.create_output_topic``. Without serdes, records come back as the
+    objects the topology produced; with them, deserialized from the bytes the sink wrote.
+    """
+
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, name: str, key_serde: Serde[Any] | None,
+                 value_serde: Serde[Any] | None) -> None:
+        self.name = name
+        self._driver = driver
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def _queue(self) -> deque[Any] | None:
+        return self._driver._outputs.get(self.name)
+
+    def _convert(self, item: tuple[Any, ...]) -> TestRecord:
+        key, value, kb, vb, ctx = item
+        if self._key_serde is not None:
+            key = self._key_serde.deserialize(kb if kb is not None
+                                              else self._key_serde.serialize(key))
+        if self._value_serde is not None:
+            value = self._value_serde.deserialize(vb if vb is not None
+                                                  else self._value_serde.serialize(value))
+        return TestRecord(key, value, ctx.timestamp, ctx.headers)
+
+    def read_record(self) -> TestRecord:
+        """The next record.
+
+        :raises topology.errors.EmptyTopicError: ``Uninitialized topic: <t>`` if nothing was
+            ever written, ``Empty topic: <t>`` if everything was read.
+        """
+        queue = self._queue()
+        if queue is None:
+            raise EmptyTopicError(f"Uninitialized topic: {self.name}")
+        if not queue:
+            raise EmptyTopicError(f"Empty topic: {self.name}")
+        return self._convert(queue.popleft())
+
+    def read_value(self) -> Any:
+        """The next record's value (errors as :meth:`read_record`)."""
+        return self.read_record().value
+
+    def read_key_value(self) -> tuple[Any, Any]:
+        """The next record as ``(key, value)`` (errors as :meth:`read_record`)."""
+        record = self.read_record()
+        return record.key, record.value
+
+    def read_records_to_list(self) -> list[TestRecord]:
+        """Every unread record (an empty list if none)."""
+        queue = self._queue()
+        if not queue:
+            return []
+        out = [self._convert(item) for item in queue]
+        queue.clear()
+        return out
+
+    def read_values_to_list(self) -> list[Any]:
+        """Every unread value."""
+        return [r.value for r in self.read_records_to_list()]
+
+    def read_key_values_to_list(self) -> list[tuple[Any, Any]]:
+        """Every unread record as ``(key, value)``."""
+        return [(r.key, r.value) for r in self.read_records_to_list()]
+
+    def read_key_values_to_map(self) -> dict[Any, Any]:
+        """Every unread record into a dict, last value per key winning (``None`` kept).
+
+        :raises ValueError: on a ``None`` key (records before it are consumed).
+        """
+        out: dict[Any, Any] = {}
+        queue = self._queue()
+        while queue:
+            record = self._convert(queue.popleft())
+            if record.key is None:
+                raise ValueError("Null keys not allowed with read_key_values_to_map")
+            out[record.key] = record.value
+        return out
+
+    def queue_size(self) -> int:
+        """Number of unread records."""
+        queue = self._queue()
+        return 0 if queue is None else len(queue)
+
+    def is_empty(self) -> bool:
+        """True when there is nothing to read."""
+        return self.queue_size() == 0
+
+    def __repr__(self) -> str:
+        return (f"TestOutputTopic[topic='{self.name}', keySerde={self._key_serde}, "
+                f"valueSerde={self._value_serde}, size={self.queue_size()}]")
