@@ -54,8 +54,9 @@ def main() -> None:
         print("Final windows emitted:")
         for record in out.read_records_to_list():
             w = record.key.window
-            print(f"  user={record.key.key:<6} window=[{w.start // 1000:>3} s, {w.end // 1000:>3} s)"
-                  f"  clicks={record.value}  (last click at {record.timestamp / 1000:.0f} s)")
+            print(f"  user={record.key.key:<6} "
+                  f"window=[{w.start // 1000:>3} s, {w.end // 1000:>3} s)  "
+                  f"clicks={record.value}  (last click at {record.timestamp / 1000:.0f} s)")
         dropped = driver.metrics()["dropped-records-total"]
         print(f"Late records dropped: {dropped:.0f}")
 

@@ -31,8 +31,9 @@ class BufferFullError(SuppressError):
     that overflowed the buffer is already in it when this is raised, so nothing is lost and the
     buffer stays readable.
 
-    >>> str(BufferFullError("testNode", 2, 1, 83, None))
-    'testNode buffer exceeded its max capacity. Currently [2/1] records and [83/9223372036854775807] bytes.'
+    >>> print(BufferFullError("testNode", 2, 1, 83, None))  # doctest: +NORMALIZE_WHITESPACE
+    testNode buffer exceeded its max capacity. Currently [2/1] records and
+    [83/9223372036854775807] bytes.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Options of DSL calls: :class:`Consumed`, :class:`Produced`, :class:`Grouped`, :class:`Materialized`."""
+"""Options of DSL calls: ``Consumed``, ``Produced``, ``Grouped``, ``Materialized``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Serializers and deserializers with Kafka's byte formats.
+r"""Serializers and deserializers with Kafka's byte formats.
 
 A :class:`Serde` turns values into ``bytes`` and back; ``None`` (a tombstone) stays ``None``
 both ways. :class:`Serdes` gives the built-in ones.
 
 >>> Serdes.long().serialize(1)
-b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01'
+b'\x00\x00\x00\x00\x00\x00\x00\x01'
 >>> from topology.windows import Window, Windowed
 >>> s = Serdes.time_windowed(Serdes.string(), 10)
 >>> s.deserialize(s.serialize(Windowed("a", Window(0, 10))))

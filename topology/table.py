@@ -42,6 +42,7 @@ class OldValues:
             self._upstream.enable()
 
     def __call__(self) -> bool:
+        """Whether old values are needed."""
         return self.enabled
 
 

@@ -63,7 +63,17 @@ def time_limited_table(limit: int) -> Topology:
 
 
 def headers_of(record: Record) -> list[tuple[str, bytes]]:
-    return [tuple(h) for h in (record.headers or ())]
+    """The record's headers as a list of pairs, checking their documented shape."""
+    headers = record.headers
+    if headers is None:
+        return []
+    assert isinstance(headers, tuple | list), type(headers)
+    pairs = [tuple(h) for h in headers]
+    for pair in pairs:
+        assert len(pair) == 2, pair
+        assert isinstance(pair[0], str), pair
+        assert isinstance(pair[1], bytes), pair
+    return pairs
 
 
 # --------------------------------------------------------------------------------------------

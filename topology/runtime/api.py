@@ -87,5 +87,5 @@ class Processor(abc.ABC):
     def process(self, record: Record) -> None:
         """Handle one record; forward results with ``self.context.forward``."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Called when the task closes."""

@@ -147,9 +147,12 @@ class TopologyTestDriver:
         return self._store_of_kind(name, "versioned")
 
     def metrics(self) -> dict[str, float]:
-        """Metrics by name: ``dropped-records-total`` (and per reason),
+        """Metrics by name, as floats.
+
+        ``dropped-records-total`` (and per reason as ``dropped-records-total{reason=r}``),
         ``record-lateness-avg/max``, ``suppression-emit-total``, ``suppression-buffer-size``,
-        ``suppression-buffer-count`` (and ``-avg``/``-max``; per node as ``name{node=n}``)."""
+        ``suppression-buffer-count`` (and ``-avg``/``-max``; per node as ``name{node=n}``).
+        """
         return self._task.metrics.as_dict()
 
     # -- lifecycle -----------------------------------------------------------------------------

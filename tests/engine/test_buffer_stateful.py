@@ -1,0 +1,75 @@
+"""The time-ordered buffer against a naive reference model (hypothesis state machine)."""
+
+from __future__ import annotations
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from suppress.buffer import TimeOrderedBuffer
+from suppress.entry import RecordContext, entry_size
+
+KEYS = st.binary(min_size=0, max_size=3)
+VALUES = st.none() | st.binary(max_size=4)
+
+
+class BufferMachine(RuleBasedStateMachine):
+    """Model: a dict key -> [time, new, old, prior, ctx]; order = sorted (time, key)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buf = TimeOrderedBuffer(lambda v: v)
+        self.model: dict[bytes, list] = {}
+
+    @rule(time=st.integers(0, 20), key=KEYS, new=VALUES, old=VALUES, ts=st.integers(0, 50),
+          topic=st.sampled_from(["", "t", "tópic"]))
+    def put(self, time: int, key: bytes, new, old, ts: int, topic: str) -> None:
+        ctx = RecordContext(ts, 0, topic, 0, ())
+        self.buf.put(time, key, key, new, old, ctx)
+        if key in self.model:
+            entry = self.model[key]
+            entry[1], entry[2], entry[4] = new, old, ctx
+        else:
+            self.model[key] = [time, new, old, old, ctx]
+
+    def _order(self) -> list[bytes]:
+        return sorted(self.model, key=lambda k: (self.model[k][0], k))
+
+    @rule(expiry=st.integers(-1, 25))
+    def evict_expired(self, expiry: int) -> None:
+        got = []
+        self.buf.evict_expired(expiry, lambda e: got.append((e.key_bytes, e.new, e.old)))
+        want = [k for k in self._order() if self.model[k][0] <= expiry]
+        assert got == [(k, self.model[k][1], self.model[k][2]) for k in want]
+        for k in want:
+            del self.model[k]
+
+    @rule(keep=st.integers(0, 5))
+    def evict_to_count(self, keep: int) -> None:
+        got = []
+        self.buf.evict_while(lambda: self.buf.num_records > keep,
+                             lambda e: got.append(e.key_bytes))
+        want = self._order()[: max(0, len(self.model) - keep)]
+        assert got == want
+        for k in want:
+            del self.model[k]
+
+    @rule(key=KEYS)
+    def prior(self, key: bytes) -> None:
+        defined, value = self.buf.prior_value(key)
+        assert defined == (key in self.model)
+        if defined:
+            assert value == self.model[key][3]
+
+    @invariant()
+    def consistent(self) -> None:
+        self.buf._check()
+        assert self.buf.num_records == len(self.model)
+        assert self.buf.min_time == min((e[0] for e in self.model.values()), default=2**63 - 1)
+        assert self.buf.size_bytes == sum(
+            entry_size(k, e[3], e[2], e[1], e[4]) for k, e in self.model.items())
+        assert [e.key_bytes for e in self.buf] == self._order()
+
+
+TestBufferMachine = BufferMachine.TestCase
+TestBufferMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
