@@ -9,8 +9,7 @@ windowed aggregations and ``until_window_closes``.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, NamedTuple, final
 
 from suppress.time import to_millis
 
@@ -19,10 +18,10 @@ __all__ = ("SessionWindows", "SlidingWindows", "TimeWindows", "Window", "Windowe
 Duration = int | _dt.timedelta
 
 
-@final
-@dataclass(frozen=True, slots=True, order=True)
-class Window:
+class Window(NamedTuple):
     """A window's bounds in ms. ``end`` is exclusive for time windows.
+
+    An immutable value (a named tuple: cheap to create on the hot path).
 
     >>> Window(0, 60_000)
     Window(start=0, end=60000)
@@ -32,9 +31,7 @@ class Window:
     end: int
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class Windowed:
+class Windowed(NamedTuple):
     """A record key together with the window it was aggregated in; equal by value.
 
     >>> str(Windowed("k1", Window(0, 2)))

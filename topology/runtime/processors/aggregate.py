@@ -170,6 +170,7 @@ class WindowedAggregateProcessor(InternalProcessor):
         self._initializer = initializer
         self._aggregator = aggregator
         self._send_old = send_old
+        self._window_cache: dict[int, Window] = {}
         self.stream_time = NO_TIMESTAMP
 
     def init(self, task: Any) -> None:
@@ -206,8 +207,19 @@ class WindowedAggregateProcessor(InternalProcessor):
                 out_ts = item[1] if item[1] > ts else ts
                 new = self._aggregator(key, value, old)
             store.put_with_timestamp(key, new, start, out_ts)
-            self.forward(Windowed(key, Window(start, end)), Change(new, old if self._old else None),
+            window = self._window_cache.get(start)
+            if window is None:
+                window = self._window_of(start, end)
+            self.forward(Windowed(key, window), Change(new, old if self._old else None),
                          ctx.with_timestamp(out_ts))
+
+    def _window_of(self, start: int, end: int) -> Window:
+        """A shared Window object per start (few distinct windows are live at once)."""
+        cache = self._window_cache
+        if len(cache) > 1024:
+            cache.clear()
+        window = cache[start] = Window(start, end)
+        return window
 
     def _drop_expired(self, ctx: RecordContext, start: int, end: int) -> None:
         self._task.metrics.drop(DropReason.EXPIRED_WINDOW)
