@@ -83,7 +83,7 @@ class TestInputTopic:
             raise ValueError("advance must be positive")
         self._time += ms
 
-    def pipe_input(self, key: Any, value: Any = None, timestamp: int | None = None,
+    def pipe_input(self, key: Any, value: Any, timestamp: int | None = None,
                    headers: Iterable[tuple[str, bytes | None]] | None = None) -> None:
         """Process one record to completion.
 
