@@ -217,3 +217,32 @@ def test_serde_round_trips_through_sinks() -> None:
         d.create_input_topic("in", Serdes.string(), Serdes.long()).pipe_input("a", 21, 0)
         out = d.create_output_topic("out", Serdes.string(), Serdes.long())
         assert out.read_key_value() == ("a", 42)
+
+
+def _final_counts(rows, bulk: bool):
+    b = StreamsBuilder()
+    (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(10, 3)).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
+    with TopologyTestDriver(b.build(), initial_wall_clock_ms=0) as d:
+        t = d.create_input_topic("in")
+        if bulk:
+            t.pipe_records(rows)
+        else:
+            for row in rows:
+                t.pipe_input(*row)
+        return kvs(d.create_output_topic("out").read_records_to_list()), d.metrics()
+
+
+def test_bulk_path_equals_per_record_path() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    rows = st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.just("v"),
+                              st.integers(0, 100)), max_size=40)
+
+    @settings(max_examples=100, deadline=None)
+    @given(rows)
+    def check(rs) -> None:
+        assert _final_counts(rs, True) == _final_counts(rs, False)
+
+    check()
