@@ -108,6 +108,10 @@ class Task:
         if source is None:
             raise UnknownTopicError(f"Unknown topic: {topic}")
         self._run(source, key, value, RecordContext(timestamp, offset, topic, 0, headers))
+        self._drain()
+
+    def _drain(self) -> None:
+        """Process records written to topics this topology reads, in the order written."""
         queue = self._queue
         while queue:
             q_topic, q_key, q_value, q_ctx = queue.popleft()
@@ -166,10 +170,7 @@ class Task:
         now = self.clock.now_ms()
         for schedule in list(self._wall_schedules):
             schedule.maybe_fire(now)
-        queue = self._queue
-        while queue:
-            q_topic, q_key, q_value, q_ctx = queue.popleft()
-            self._run(self.sources[q_topic], q_key, q_value, q_ctx)
+        self._drain()
 
     # -- stores --------------------------------------------------------------------------------
 
