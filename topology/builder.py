@@ -62,10 +62,10 @@ class StreamsBuilder:
 
         consumed = consumed or Consumed()
         materialized = materialized or Materialized()
+        store = materialized.name or self.next_name(f"{topic}-STATE-STORE")
         source = self._add_source((topic,), consumed)
         key_serde = materialized.key_serde or consumed.key_serde
         value_serde = materialized.value_serde or consumed.value_serde
-        store = materialized.name or self.next_name(f"{topic}-STATE-STORE")
         self.add_kv_store(store, key_serde)
         old = OldValues(None)
         node = self.add_node("KTABLE-SOURCE", lambda: TableSourceProcessor(store, old),
@@ -145,8 +145,10 @@ class StreamsBuilder:
         from .runtime.processors.stateless import SinkProcessor
 
         topic = f"{base_name}-repartition"
+        sink = self.next_name("KSTREAM-SINK")
+        self.next_name("KSTREAM-FILTER")  # numbered as Kafka; the aggregation counts null keys
         self.add_node("KSTREAM-SINK", lambda: SinkProcessor(topic, None, None), [parent],
-                      kind="sink", topics=(topic,))
+                      name=sink, kind="sink", topics=(topic,))
         return self._add_source((topic,), Consumed(), internal=True)
 
     def add_kv_store(self, name: str, key_serde: Any) -> None:

@@ -97,12 +97,13 @@ class KGroupedStream(_Grouping):
         key_serde = m.key_serde or self._key_serde
         value_serde = m.value_serde if initializer is not None else (
             m.value_serde or self._value_serde)
+        name = self._builder.next_name(prefix)
         source = self._input(store)
         self._builder.add_kv_store(store, key_serde)
         old = OldValues(None)
         node = self._builder.add_node(
             prefix, lambda: ap.StreamAggregateProcessor(store, initializer, aggregator, old),
-            [source], stores=[store])
+            [source], name=name, stores=[store])
         return KTable(self._builder, node, key_serde, value_serde, old, store_name=store)
 
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
@@ -168,6 +169,7 @@ class TimeWindowedKStream:
         key_serde = m.key_serde or g._key_serde
         value_serde = m.value_serde if initializer is not None else (
             m.value_serde or g._value_serde)
+        name = b.next_name(prefix)
         source = g._input(store)
         windows = self._windows
         key_ser = serializer_of(key_serde)
@@ -178,7 +180,7 @@ class TimeWindowedKStream:
         node = b.add_node(
             prefix,
             lambda: ap.WindowedAggregateProcessor(store, windows, initializer, aggregator, old),
-            [source], stores=[store])
+            [source], name=name, stores=[store])
         info = WindowInfo(windows.grace_ms, _window_end)
         return KTable(b, node, key_serde, value_serde, old, info, store_name=store)
 
@@ -227,7 +229,8 @@ class KGroupedTable(_Grouping):
     def _table(self, m: Materialized, store: str, prefix: str, old: OldValues,
                value_serde: Serde[Any] | None, factory: Callable[[], Any]) -> KTable:
         key_serde = m.key_serde or self._key_serde
+        name = self._builder.next_name(prefix)
         source = self._input(store)
         self._builder.add_kv_store(store, key_serde)
-        node = self._builder.add_node(prefix, factory, [source], stores=[store])
+        node = self._builder.add_node(prefix, factory, [source], name=name, stores=[store])
         return KTable(self._builder, node, key_serde, value_serde, old, store_name=store)

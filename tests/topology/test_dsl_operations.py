@@ -114,7 +114,7 @@ def test_table_filter_map_values_and_group_by_reduce() -> None:
         assert kvs(d.create_output_topic("mapped").read_records_to_list()) == [
             ("a", 200, 0), ("b", 300, 1), ("a", 500, 2), ("a", None, 3)]
         assert kvs(d.create_output_topic("total").read_records_to_list()) == [
-            ("all", 2, 0), ("all", 5, 1), ("all", 3, 2), ("all", 8, 2), ("all", 3, 3)]
+            ("all", 2, 0), ("all", 5, 1), ("all", 8, 2), ("all", 3, 3)]
         assert d.get_key_value_store("src").get("a") is None
 
 
@@ -246,3 +246,36 @@ def test_bulk_path_equals_per_record_path() -> None:
         assert _final_counts(rs, True) == _final_counts(rs, False)
 
     check()
+
+
+def test_windowed_count_counts_none_values_and_drops_none_keys() -> None:
+    b = StreamsBuilder()
+    (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
+    out, metrics = run(b, [("a", "x", 1), ("a", None, 5), (None, "x", 20), ("b", None, 10)])
+    assert kvs(out) == [(Windowed("a", Window(0, 10)), 2, 5)]
+    assert metrics["dropped-records-total"] == 1
+    assert metrics["dropped-records-total{reason=null-key}"] == 1
+
+
+def test_table_group_by_same_key_sends_one_change() -> None:
+    b = StreamsBuilder()
+    (b.table("in").group_by(lambda k, v: (v, k)).count()
+     .suppress(Suppressed.until_time_limit(0, BufferConfig.unbounded())).to_stream().to("out"))
+    out, _ = run(b, [("k1", "x", 0), ("k1", "x", 5), ("k1", "y", 6)])
+    assert kvs(out) == [("x", 1, 0), ("x", 1, 5), ("x", 0, 6), ("y", 1, 6)]
+
+
+def test_generated_names_follow_kafka_numbering() -> None:
+    b = StreamsBuilder()
+    (b.stream("in").group_by(lambda k, v: v).windowed_by(TimeWindows.of_size_with_no_grace(10))
+     .count().suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream().to("out"))
+    text = b.build().describe()
+    for name in ("KSTREAM-KEY-SELECT-0000000001", "KSTREAM-AGGREGATE-0000000003",
+                 "KSTREAM-SINK-0000000004", "KSTREAM-SOURCE-0000000006",
+                 "KTABLE-SUPPRESS-0000000007"):
+        assert name in text
+    b2 = StreamsBuilder()
+    b2.table("in")
+    assert "in-STATE-STORE-0000000000" in b2.build().describe()

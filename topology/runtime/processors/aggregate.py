@@ -180,8 +180,13 @@ class WindowedAggregateProcessor(InternalProcessor):
         self._old = self._send_old()
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        """Update every open window of the record; drop it for the closed ones."""
-        if _drop_null(self._task, key, value, ctx):
+        """Update every open window of the record; drop it for the closed ones.
+
+        Only a ``None`` key is dropped; a ``None`` value reaches the aggregator (Kafka's
+        ``KStreamWindowAggregate`` checks the key only).
+        """
+        if key is None:
+            log_null_key(self._task, ctx)
             return
         ts = ctx.timestamp
         if ts > self.stream_time:

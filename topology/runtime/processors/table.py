@@ -121,9 +121,11 @@ class ToStreamProcessor(InternalProcessor):
 class TableRepartitionMapProcessor(InternalProcessor):
     """KTable ``group_by``: ``selector(key, value) -> (new_key, new_value)``.
 
-    The old value's pair is forwarded first as a subtraction ``Change(None, old)``, then the
-    new value's pair as an addition ``Change(new, None)``. A pair with a ``None`` key is
-    counted as dropped.
+    When both pairs have the same key, one ``Change(new, old)`` is forwarded, so the
+    aggregation subtracts and adds in one step (Kafka 3.5+, KIP-904). Otherwise the old
+    value's pair is forwarded first as a subtraction ``Change(None, old)``, then the new
+    value's pair as an addition ``Change(new, None)``. A pair with a ``None`` key is counted
+    as dropped.
     """
 
     def __init__(self, selector: Callable[[Any, Any], tuple[Any, Any]]) -> None:
@@ -148,6 +150,10 @@ class TableRepartitionMapProcessor(InternalProcessor):
         """Forward the subtraction, then the addition."""
         old_pair = self._select(key, value.old, ctx)
         new_pair = self._select(key, value.new, ctx)
+        if (old_pair is not None and new_pair is not None and old_pair[1] is not None
+                and new_pair[1] is not None and old_pair[0] == new_pair[0]):
+            self.forward(new_pair[0], Change(new_pair[1], old_pair[1]), ctx)
+            return
         if old_pair is not None and old_pair[1] is not None:
             self.forward(old_pair[0], Change(None, old_pair[1]), ctx)
         if new_pair is not None and new_pair[1] is not None:
