@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import heapq
 import random
-import struct
 import time
 
 from suppress import BufferConfig, Suppressed
@@ -41,7 +40,6 @@ def reference(records: list[tuple[str, str, int]]) -> tuple[list[tuple], int]:
     stream_time = -1
     out: list[tuple] = []
     dropped = 0
-    pack = struct.Struct(">q").pack
     for key, _value, ts in records:
         if ts > stream_time:
             stream_time = ts
@@ -63,7 +61,7 @@ def reference(records: list[tuple[str, str, int]]) -> tuple[list[tuple], int]:
         while ends and ends[0] <= stream_time - GRACE:
             end = heapq.heappop(ends)
             bucket = windows.pop(end - SIZE)
-            for k in sorted(bucket, key=lambda k: k.encode() + pack(end - SIZE)):
+            for k in sorted(bucket, key=str.encode):  # same start: key bytes decide
                 count, max_ts = bucket[k]
                 out.append((k, end - SIZE, count, max_ts))
     return out, dropped

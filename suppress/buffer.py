@@ -4,15 +4,20 @@ Entries are ordered by ``(buffer time, serialized key bytes)``, bytes compared u
 lexicographically (a shorter prefix first), exactly as Kafka's ``BufferKey``. Eviction always
 takes the head of that order.
 
-Layout (see docs/implementation.md): a dict ``key bytes -> entry`` (the index), a dict
-``buffer time -> {key bytes -> entry}`` (buckets) and a heap of the distinct buffer times.
+Layout (see docs/implementation.md): a dict ``key -> entry`` (the index), a dict
+``buffer time -> {key -> entry}`` (buckets) and a heap of the distinct buffer times. A key is
+serialized once, when it enters the buffer; updates to a buffered key are a dict lookup.
 Windowed final results put many keys under few distinct times (window ends), so a put is a
-dict insert (plus a heap push for a new time), and a bucket's keys are sorted only when the
-bucket reaches the head and is evicted. Entries leave only through the head, so the heap never
-needs arbitrary deletions.
+dict insert (plus a heap push for a new time), and a bucket's entries are sorted by key bytes
+only when the bucket reaches the head and is evicted. Entries leave only through the head, so
+the heap never needs arbitrary deletions.
 
-Runtime complexity: put O(1) for a known time, O(log t) for a new one (t distinct times);
-``min_time`` O(1); evicting a bucket of k keys O(k log k) in total.
+Byte accounting (Kafka's size estimate per entry) is kept incrementally only when
+``track_bytes`` is set (a ``max_bytes`` limit, or debug metrics); otherwise :attr:`size_bytes`
+computes the same figure on demand.
+
+Runtime complexity: put O(1) for a known key or time, O(log t) for a new time (t distinct
+times); ``min_time`` O(1); evicting a bucket of k keys O(k log k) in total.
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ __all__ = ("SuppressionBuffer", "TimeOrderedBuffer")
 EvictCallback = Callable[[BufferedEntry], None]
 
 
+def _key_bytes_of(entry: BufferedEntry) -> bytes:
+    return entry.key_bytes
+
+
 class SuppressionBuffer(Protocol):
     """What the suppress processor needs from a buffer tier (memory now, spill later)."""
 
-    def put(
-        self, time: int, key_bytes: bytes, key: Any, new: Any, old: Any, context: RecordContext
-    ) -> None:
-        """Buffer a change for ``key_bytes`` at ``time`` (kept if the key is already held)."""
+    def put(self, time: int, key: Any, new: Any, old: Any, context: RecordContext) -> None:
+        """Buffer a change for ``key`` at ``time`` (kept if the key is already held)."""
 
     def evict_while(self, predicate: Callable[[], bool], callback: EvictCallback) -> int:
         """Pass head entries to ``callback`` (before removal) while ``predicate()`` holds."""
@@ -43,7 +50,7 @@ class SuppressionBuffer(Protocol):
     def evict_expired(self, expiry: int, callback: EvictCallback) -> int:
         """Evict, in order, every entry whose buffer time is ``<= expiry``."""
 
-    def prior_value(self, key_bytes: bytes) -> tuple[bool, Any]:
+    def prior_value(self, key: Any) -> tuple[bool, Any]:
         """``(True, prior)`` for a buffered key, ``(False, None)`` otherwise."""
 
     @property
@@ -62,14 +69,13 @@ class SuppressionBuffer(Protocol):
 class TimeOrderedBuffer:
     """In-memory buffer of the latest change per key, ordered by (buffer time, key bytes).
 
-    :param value_serializer: turns a value into bytes for byte accounting; needed when
-        ``track_bytes`` is true.
-    :param track_bytes: keep Kafka's byte-size estimate of every entry (needed for
-        ``max_bytes`` limits and the buffer-size metric). When false, every size is 0.
+    :param key_serializer: gives a key's bytes (its place in the order, and its size).
+    :param value_serializer: gives a value's bytes, for byte accounting.
+    :param track_bytes: keep every entry's size up to date on each put (needed for
+        ``max_bytes``); when false, :attr:`size_bytes` is computed on demand, O(n).
 
-    >>> buf = TimeOrderedBuffer(lambda v: v.encode())
-    >>> ctx = RecordContext(0, 0, "topic")
-    >>> buf.put(0, b"asdf", "asdf", "23roni", None, ctx)
+    >>> buf = TimeOrderedBuffer(str.encode, str.encode, track_bytes=True)
+    >>> buf.put(0, "asdf", "23roni", None, RecordContext(0, 0, "topic"))
     >>> buf.size_bytes, buf.num_records, buf.min_time
     (43, 1, 0)
     >>> buf.evict_while(lambda: True, lambda e: print(e.key, e.new))
@@ -79,88 +85,90 @@ class TimeOrderedBuffer:
 
     def __init__(
         self,
-        value_serializer: Callable[[Any], bytes] | None = None,
-        track_bytes: bool = True,
+        key_serializer: Callable[[Any], bytes],
+        value_serializer: Callable[[Any], bytes | None],
+        track_bytes: bool = False,
     ) -> None:
-        if track_bytes and value_serializer is None:
-            raise ValueError("byte accounting needs a value serializer")
-        self._serialize = value_serializer
+        self._key_ser = key_serializer
+        self._value_ser = value_serializer
         self._track_bytes = track_bytes
-        self._index: dict[bytes, BufferedEntry] = {}
-        self._buckets: dict[int, dict[bytes, BufferedEntry]] = {}
+        self._index: dict[Any, BufferedEntry] = {}
+        self._buckets: dict[int, dict[Any, BufferedEntry]] = {}
         self._times: list[int] = []
-        self._head_keys: list[bytes] | None = None  # head bucket's keys, sorted descending
+        self._head: list[BufferedEntry] | None = None  # head bucket, sorted descending
         self._bytes = 0
 
     # -- adding ------------------------------------------------------------------------------
 
-    def put(
-        self, time: int, key_bytes: bytes, key: Any, new: Any, old: Any, context: RecordContext
-    ) -> None:
-        """Buffer ``Change(new, old)`` for ``key_bytes``.
+    def put(self, time: int, key: Any, new: Any, old: Any, context: RecordContext) -> None:
+        """Buffer ``Change(new, old)`` for ``key``.
 
-        A key already buffered keeps its buffer time and prior value; its latest change,
-        context and size are replaced. A new key is buffered at ``time`` with
+        A key already buffered keeps its buffer time and prior value; its latest change and
+        context (and size) are replaced. A new key is buffered at ``time`` with
         ``prior = old``.
 
         Runtime complexity: O(1), or O(log t) when ``time`` is a new distinct buffer time.
         """
-        entry = self._index.get(key_bytes)
-        if self._track_bytes:
-            ser = self._serialize
-            new_b = None if new is None else ser(new)  # type: ignore[misc]
-            old_b = None if old is None else ser(old)  # type: ignore[misc]
-        else:
-            new_b = old_b = None
+        entry = self._index.get(key)
         if entry is not None:
-            entry.key = key
             entry.new = new
             entry.old = old
             entry.context = context
             if self._track_bytes:
-                size = entry_size(key_bytes, entry.prior_bytes, old_b, new_b, context)
-                self._bytes += size - entry.size
-                entry.new_bytes = new_b
-                entry.old_bytes = old_b
-                entry.size = size
+                self._resize(entry)
             return
-        size = entry_size(key_bytes, old_b, old_b, new_b, context) if self._track_bytes else 0
-        entry = BufferedEntry(time, key_bytes, key, new, old, old, new_b, old_b, old_b,
-                              context, size)
-        self._index[key_bytes] = entry
-        self._bytes += size
+        entry = BufferedEntry(time, self._key_ser(key), key, new, old, old, context)
+        if self._track_bytes:
+            self._resize(entry)
+        self._index[key] = entry
         bucket = self._buckets.get(time)
         if bucket is None:
-            self._buckets[time] = {key_bytes: entry}
+            self._buckets[time] = {key: entry}
             heapq.heappush(self._times, time)
             if self._times[0] == time:
-                self._head_keys = None
+                self._head = None
         else:
-            bucket[key_bytes] = entry
-            if self._times[0] == time:
-                self._head_keys = None
+            bucket[key] = entry
+            if self._head is not None and self._times[0] == time:
+                self._head = None
+
+    def _size_of(self, entry: BufferedEntry) -> int:
+        ser = self._value_ser
+        prior = entry.prior
+        prior_b = None if prior is None else ser(prior)
+        old = entry.old
+        old_b = None if old is None else (prior_b if old is prior else ser(old))
+        new = entry.new
+        new_b = None if new is None else ser(new)
+        return entry_size(entry.key_bytes, prior_b, old_b, new_b, entry.context)
+
+    def _resize(self, entry: BufferedEntry) -> None:
+        size = self._size_of(entry)
+        self._bytes += size - entry.size
+        entry.size = size
 
     # -- removing ----------------------------------------------------------------------------
 
-    def _head(self) -> BufferedEntry:
-        keys = self._head_keys
-        if keys is None:
-            keys = self._head_keys = sorted(self._buckets[self._times[0]], reverse=True)
-        return self._buckets[self._times[0]][keys[-1]]
+    def _head_entry(self) -> BufferedEntry:
+        head = self._head
+        if head is None:
+            head = self._head = sorted(self._buckets[self._times[0]].values(),
+                                       key=_key_bytes_of, reverse=True)
+        return head[-1]
 
     def _remove_head(self, entry: BufferedEntry) -> None:
-        keys = self._head_keys
-        assert keys is not None
-        keys.pop()
+        head = self._head
+        assert head is not None
+        head.pop()
         time = self._times[0]
         bucket = self._buckets[time]
-        del bucket[entry.key_bytes]
-        del self._index[entry.key_bytes]
+        del bucket[entry.key]
+        del self._index[entry.key]
         self._bytes -= entry.size
         if not bucket:
             del self._buckets[time]
             heapq.heappop(self._times)
-            self._head_keys = None
+            self._head = None
 
     def evict_while(self, predicate: Callable[[], bool], callback: EvictCallback) -> int:
         """Evict head entries, in order, while the buffer is not empty and ``predicate()``.
@@ -173,7 +181,7 @@ class TimeOrderedBuffer:
         """
         evicted = 0
         while self._index and predicate():
-            entry = self._head()
+            entry = self._head_entry()
             callback(entry)
             self._remove_head(entry)
             evicted += 1
@@ -187,7 +195,7 @@ class TimeOrderedBuffer:
         times = self._times
         evicted = 0
         while times and times[0] <= expiry:
-            entry = self._head()
+            entry = self._head_entry()
             callback(entry)
             self._remove_head(entry)
             evicted += 1
@@ -195,23 +203,23 @@ class TimeOrderedBuffer:
 
     # -- looking up --------------------------------------------------------------------------
 
-    def prior_value(self, key_bytes: bytes) -> tuple[bool, Any]:
+    def prior_value(self, key: Any) -> tuple[bool, Any]:
         """Return ``(True, prior)`` for a buffered key, else ``(False, None)``.
 
         ``prior`` is the value downstream last saw for the key (possibly ``None``); a
         suppressed table's lookups (joins) read it for buffered keys.
         """
-        entry = self._index.get(key_bytes)
+        entry = self._index.get(key)
         if entry is None:
             return False, None
         return True, entry.prior
 
-    def get(self, key_bytes: bytes) -> BufferedEntry | None:
-        """The buffered entry of ``key_bytes``, or ``None``."""
-        return self._index.get(key_bytes)
+    def get(self, key: Any) -> BufferedEntry | None:
+        """The buffered entry of ``key``, or ``None``."""
+        return self._index.get(key)
 
-    def __contains__(self, key_bytes: object) -> bool:
-        return key_bytes in self._index
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
 
     def __len__(self) -> int:
         return len(self._index)
@@ -219,9 +227,7 @@ class TimeOrderedBuffer:
     def __iter__(self) -> Iterator[BufferedEntry]:
         """Entries in eviction order. Runtime complexity: O(n log n)."""
         for time in sorted(self._buckets):
-            bucket = self._buckets[time]
-            for key_bytes in sorted(bucket):
-                yield bucket[key_bytes]
+            yield from sorted(self._buckets[time].values(), key=_key_bytes_of)
 
     @property
     def num_records(self) -> int:
@@ -230,8 +236,13 @@ class TimeOrderedBuffer:
 
     @property
     def size_bytes(self) -> int:
-        """Sum of the buffered entries' sizes in bytes (0 when bytes are not tracked)."""
-        return self._bytes
+        """Sum of the buffered entries' sizes in bytes (Kafka's estimate).
+
+        Runtime complexity: O(1) with ``track_bytes``, else O(n) (computed on demand).
+        """
+        if self._track_bytes:
+            return self._bytes
+        return sum(self._size_of(e) for e in self._index.values())
 
     @property
     def min_time(self) -> int:
@@ -240,7 +251,7 @@ class TimeOrderedBuffer:
 
     @property
     def tracks_bytes(self) -> bool:
-        """Whether entry sizes are computed."""
+        """Whether entry sizes are kept up to date on every put."""
         return self._track_bytes
 
     # -- invariants --------------------------------------------------------------------------
@@ -251,16 +262,20 @@ class TimeOrderedBuffer:
         assert len(bucketed) == len(self._index), "index and buckets disagree"
         for time, bucket in self._buckets.items():
             assert bucket, f"empty bucket at {time}"
-            for key_bytes, entry in bucket.items():
-                assert entry.time == time and entry.key_bytes == key_bytes
-                assert self._index[key_bytes] is entry, "index points to a stale entry"
+            for key, entry in bucket.items():
+                assert entry.time == time and entry.key == key
+                assert self._index[key] is entry, "index points to a stale entry"
+                assert entry.key_bytes == self._key_ser(key), "stale key bytes"
+        assert len({e.key_bytes for e in bucketed}) == len(bucketed), "two keys, same bytes"
         assert sorted(self._times) == sorted(self._buckets), "heap and buckets disagree"
         assert not self._times or self._times[0] == min(self._times), "heap order broken"
-        assert self._bytes == sum(e.size for e in bucketed), "byte total drifted"
         if self._track_bytes:
+            assert self._bytes == sum(e.size for e in bucketed), "byte total drifted"
             for e in bucketed:
-                assert e.size == entry_size(e.key_bytes, e.prior_bytes, e.old_bytes,
-                                            e.new_bytes, e.context), "stale entry size"
-        if self._head_keys is not None:
+                assert e.size == self._size_of(e), "stale entry size"
+        else:
+            assert self._bytes == 0 and all(e.size == 0 for e in bucketed)
+        if self._head is not None:
             assert self._times, "head cache without entries"
-            assert self._head_keys == sorted(self._buckets[self._times[0]], reverse=True)
+            bucket = self._buckets[self._times[0]]
+            assert self._head == sorted(bucket.values(), key=_key_bytes_of, reverse=True)

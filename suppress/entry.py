@@ -77,34 +77,25 @@ def entry_size(
 
 @final
 class BufferedEntry:
-    """One buffered key: its buffer time, latest change, prior value and context.
+    """One buffered key: its buffer time, key bytes, latest change, prior value and context.
 
-    ``new``/``old`` are the latest ``Change`` (objects); ``prior`` is the old value of the first
-    put since the key was last emitted, i.e. what downstream last saw. ``*_bytes`` are their
-    serialized forms, kept only for byte accounting (``None`` when not tracked or null).
+    ``new``/``old`` are the latest ``Change``; ``prior`` is the old value of the first put
+    since the key was last emitted, i.e. what downstream last saw. ``size`` is Kafka's size
+    estimate when the buffer tracks bytes, else 0.
     """
 
-    __slots__ = (
-        "time", "key_bytes", "key", "new", "old", "prior",
-        "new_bytes", "old_bytes", "prior_bytes", "context", "size",
-    )
+    __slots__ = ("time", "key_bytes", "key", "new", "old", "prior", "context", "size")
 
-    def __init__(
-        self, time: int, key_bytes: bytes, key: Any, new: Any, old: Any, prior: Any,
-        new_bytes: bytes | None, old_bytes: bytes | None, prior_bytes: bytes | None,
-        context: RecordContext, size: int,
-    ) -> None:
+    def __init__(self, time: int, key_bytes: bytes, key: Any, new: Any, old: Any, prior: Any,
+                 context: RecordContext) -> None:
         self.time = time
         self.key_bytes = key_bytes
         self.key = key
         self.new = new
         self.old = old
         self.prior = prior
-        self.new_bytes = new_bytes
-        self.old_bytes = old_bytes
-        self.prior_bytes = prior_bytes
         self.context = context
-        self.size = size
+        self.size = 0
 
     def __repr__(self) -> str:
         return (

@@ -32,27 +32,31 @@ EmitCallback = Callable[[Any, Any, Any, RecordContext], None]
 class SuppressMetrics:
     """Kafka's suppression metrics for one node.
 
-    ``emit_total`` counts emitted records. Buffer size (bytes) and count are sampled at
-    start, after every put and after every eviction batch that evicted something; ``*_avg``
-    and ``*_max`` are over those samples, ``*_current`` is the latest.
+    ``emit_total`` counts emitted records; the current buffer size (bytes) and count are read
+    from the buffer. With ``debug`` (Kafka's DEBUG recording level) the size and count are also
+    sampled at start, after every put and after every eviction batch that evicted something,
+    giving ``-avg`` and ``-max`` over those samples.
     """
 
-    __slots__ = ("emit_total", "_samples", "_size_sum", "_size_max", "_count_sum", "_count_max",
-                 "size_current", "count_current")
+    __slots__ = ("emit_total", "debug", "_buffer", "_samples", "_size_sum", "_size_max",
+                 "_count_sum", "_count_max")
 
-    def __init__(self) -> None:
+    def __init__(self, buffer: TimeOrderedBuffer, debug: bool) -> None:
         self.emit_total = 0
+        self.debug = debug
+        self._buffer = buffer
         self._samples = 0
         self._size_sum = 0
         self._size_max = 0
         self._count_sum = 0
         self._count_max = 0
-        self.size_current = 0
-        self.count_current = 0
-        self.sample(0, 0)
+        if debug:
+            self.sample()
 
-    def sample(self, size: int, count: int) -> None:
+    def sample(self) -> None:
         """Record one sample of the buffer's size (bytes) and count."""
+        size = self._buffer.size_bytes
+        count = self._buffer.num_records
         self._samples += 1
         self._size_sum += size
         self._count_sum += count
@@ -60,21 +64,23 @@ class SuppressMetrics:
             self._size_max = size
         if count > self._count_max:
             self._count_max = count
-        self.size_current = size
-        self.count_current = count
 
     def as_dict(self) -> dict[str, float]:
         """The metrics under Kafka's names (floats, as Kafka reports them)."""
-        n = self._samples
-        return {
+        out = {
             "suppression-emit-total": float(self.emit_total),
-            "suppression-buffer-size": float(self.size_current),
-            "suppression-buffer-size-avg": self._size_sum / n,
-            "suppression-buffer-size-max": float(self._size_max),
-            "suppression-buffer-count": float(self.count_current),
-            "suppression-buffer-count-avg": self._count_sum / n,
-            "suppression-buffer-count-max": float(self._count_max),
+            "suppression-buffer-size": float(self._buffer.size_bytes),
+            "suppression-buffer-count": float(self._buffer.num_records),
         }
+        if self.debug:
+            n = self._samples
+            out.update({
+                "suppression-buffer-size-avg": self._size_sum / n,
+                "suppression-buffer-size-max": float(self._size_max),
+                "suppression-buffer-count-avg": self._count_sum / n,
+                "suppression-buffer-count-max": float(self._count_max),
+            })
+        return out
 
 
 class SuppressProcessor:
@@ -85,7 +91,11 @@ class SuppressProcessor:
     :param delay_ms: ``D``: the time limit, or for final results the grace period found
         upstream (sessions: grace + gap).
     :param emit: called as ``emit(key, new, old, context)`` for every record let through.
-    :param value_serializer: serializes values for byte accounting.
+    :param key_serializer: gives a key's bytes (eviction order and byte size), called once
+        per buffered entry.
+    :param value_serializer: serializes values for byte accounting (only computed when a
+        ``max_bytes`` limit is set, with ``debug_metrics``, or when the size is read).
+    :param debug_metrics: sample buffer size and count for ``-avg``/``-max`` metrics.
     :raises InvalidSuppressionError: if the config asks for a strategy this version lacks.
     """
 
@@ -95,7 +105,9 @@ class SuppressProcessor:
         suppressed: Suppressed,
         delay_ms: int,
         emit: EmitCallback,
-        value_serializer: Callable[[Any], bytes],
+        key_serializer: Callable[[Any], bytes],
+        value_serializer: Callable[[Any], bytes | None],
+        debug_metrics: bool = False,
     ) -> None:
         cfg = suppressed.buffer_config
         if cfg.strategy is BufferFullStrategy.SPILL_TO_DISK:
@@ -105,16 +117,19 @@ class SuppressProcessor:
         self._final = suppressed.final_results
         self._records_limit = cfg.records_limit
         self._bytes_limit = cfg.bytes_limit
+        self._bounded = cfg.is_bounded
         self._emit_early = cfg.strategy is BufferFullStrategy.EMIT
         self._emit = emit
-        self.buffer = TimeOrderedBuffer(value_serializer, track_bytes=True)
-        self.metrics = SuppressMetrics()
+        self.buffer = TimeOrderedBuffer(
+            key_serializer, value_serializer,
+            track_bytes=cfg.bytes_limit is not None or debug_metrics,
+        )
+        self.metrics = SuppressMetrics(self.buffer, debug_metrics)
+        self._debug = debug_metrics
         self.stream_time = NO_TIMESTAMP
 
-    def process(
-        self, key: Any, key_bytes: bytes, new: Any, old: Any, context: RecordContext,
-        buffer_time: int,
-    ) -> None:
+    def process(self, key: Any, new: Any, old: Any, context: RecordContext,
+                buffer_time: int) -> None:
         """Buffer one change and emit whatever is due.
 
         :param buffer_time: ``context.timestamp`` for time limits; the window's exclusive end
@@ -122,18 +137,24 @@ class SuppressProcessor:
         :raises BufferFullError: for a shut-down config over a limit after time eviction; the
             record stays buffered and everything emitted before the check has been emitted.
         """
-        if context.timestamp > self.stream_time:
-            self.stream_time = context.timestamp
+        ts = context.timestamp
+        if ts > self.stream_time:
+            self.stream_time = ts
         buffer = self.buffer
-        buffer.put(buffer_time, key_bytes, key, new, old, context)
-        metrics = self.metrics
-        metrics.sample(buffer.size_bytes, buffer.num_records)
-        if buffer.evict_expired(self.stream_time - self.delay_ms, self._emit_entry):
-            metrics.sample(buffer.size_bytes, buffer.num_records)
-        if self._over_capacity():
+        buffer.put(buffer_time, key, new, old, context)
+        debug = self._debug
+        if debug:
+            self.metrics.sample()
+        times = buffer._times
+        if times[0] <= self.stream_time - self.delay_ms:
+            buffer.evict_expired(self.stream_time - self.delay_ms, self._emit_entry)
+            if debug:
+                self.metrics.sample()
+        if self._bounded and self._over_capacity():
             if self._emit_early:
                 buffer.evict_while(self._over_capacity, self._emit_entry)
-                metrics.sample(buffer.size_bytes, buffer.num_records)
+                if debug:
+                    self.metrics.sample()
             else:
                 raise BufferFullError(self.name, buffer.num_records, self._records_limit,
                                       buffer.size_bytes, self._bytes_limit)
@@ -152,6 +173,6 @@ class SuppressProcessor:
         self.metrics.emit_total += 1
         self._emit(entry.key, entry.new, entry.old, entry.context)
 
-    def prior_value(self, key_bytes: bytes) -> tuple[bool, Any]:
+    def prior_value(self, key: Any) -> tuple[bool, Any]:
         """``(True, value downstream last saw)`` for a buffered key, else ``(False, None)``."""
-        return self.buffer.prior_value(key_bytes)
+        return self.buffer.prior_value(key)

@@ -82,25 +82,28 @@ def test_processor_scenario(name: str) -> None:
             row.append([[k, v.decode()] for k, v in ctx.headers])
         emitted.append(row)
 
+    def key_serializer(key: Any) -> bytes:
+        return _key(_as_key(key), cfg["key_serde"])[1]
+
     proc = SuppressProcessor(cfg.get("node_name", "KTABLE-SUPPRESS-0000000001"), suppressed,
-                             cfg["duration"], emit, _long)
+                             cfg["duration"], emit, key_serializer, _long, debug_metrics=True)
     error = scenario.get("expected_error")
     metrics = scenario.get("expected_metrics", {})
     for i, rec in enumerate(scenario["inputs"]):
-        key, key_bytes, end = _key(rec["key"], cfg["key_serde"])
+        key, _, end = _key(rec["key"], cfg["key_serde"])
         headers = tuple((k, v.encode()) for k, v in rec.get("headers", []))
         ctx = RecordContext(rec["ts"], rec.get("offset", 0), rec.get("topic", ""), 0, headers)
         buffer_time = end if cfg["mode"] == "final" else rec["ts"]
         if error and i == error["raised_on_input_index"]:
             with pytest.raises(BufferFullError) as info:
-                proc.process(key, key_bytes, rec["new"], rec["old"], ctx, buffer_time)
+                proc.process(key, rec["new"], rec["old"], ctx, buffer_time)
             assert error["message_contains"] in str(info.value)
             if "full_message" in error:
                 assert str(info.value) == error["full_message"]
-            assert key_bytes in proc.buffer  # the offending record stays buffered
+            assert key in proc.buffer  # the offending record stays buffered
             proc.buffer._check()
             break
-        proc.process(key, key_bytes, rec["new"], rec["old"], ctx, buffer_time)
+        proc.process(key, rec["new"], rec["old"], ctx, buffer_time)
         proc.buffer._check()
         if "buffer_sizes_after_each_put" in scenario:
             put_sizes = scenario["buffer_sizes_after_each_put"]
@@ -112,7 +115,7 @@ def test_processor_scenario(name: str) -> None:
 
 def _put(buf: TimeOrderedBuffer, row: list[Any], topic: str = "topic") -> None:
     time, ts, key, value = row
-    buf.put(time, key.encode(), key, value, None, RecordContext(ts, 0, topic, 0, ()))
+    buf.put(time, key, value, None, RecordContext(ts, 0, topic, 0, ()))
     buf._check()
 
 
@@ -122,19 +125,19 @@ def _utf8(v: str) -> bytes:
 
 def test_buffer_track_size() -> None:
     s = SCENARIOS["buffer_track_size"]
-    buf = TimeOrderedBuffer(_utf8)
+    buf = TimeOrderedBuffer(_utf8, _utf8, track_bytes=True)
     sizes = []
     for row in s["inputs"]:
         _put(buf, row)
         sizes.append(buf.size_bytes)
     assert sizes == s["expected_outputs"]
-    assert buf.get(b"asdf").time == 0  # re-put keeps the original buffer time
+    assert buf.get("asdf").time == 0  # re-put keeps the original buffer time
 
 
 def test_buffer_evict_oldest_order_and_sizes() -> None:
     s = SCENARIOS["buffer_evict_oldest_order_and_sizes"]
     exp = s["expected_outputs"]
-    buf = TimeOrderedBuffer(_utf8)
+    buf = TimeOrderedBuffer(_utf8, _utf8, track_bytes=True)
     sizes, mins = [], []
     for row in s["inputs"]:
         _put(buf, row)
@@ -155,7 +158,7 @@ def test_buffer_evict_oldest_order_and_sizes() -> None:
 
 def test_buffer_respect_eviction_predicate() -> None:
     s = SCENARIOS["buffer_respect_eviction_predicate"]
-    buf = TimeOrderedBuffer(_utf8)
+    buf = TimeOrderedBuffer(_utf8, _utf8, track_bytes=True)
     for row in s["inputs"]:
         _put(buf, row)
     out = []
@@ -167,13 +170,13 @@ def test_buffer_respect_eviction_predicate() -> None:
 
 def test_buffer_track_count_and_min_timestamp() -> None:
     s = SCENARIOS["buffer_track_count_and_min_timestamp"]
-    buf = TimeOrderedBuffer(_utf8)
+    buf = TimeOrderedBuffer(_utf8, _utf8, track_bytes=True)
     counts = []
     for row in s["inputs"]["count_puts"]:
         _put(buf, row)
         counts.append(buf.num_records)
     assert counts == s["expected_outputs"]["numRecords"]
-    buf = TimeOrderedBuffer(_utf8)
+    buf = TimeOrderedBuffer(_utf8, _utf8, track_bytes=True)
     mins = []
     for row in s["inputs"]["min_ts_puts"]:
         _put(buf, row)
@@ -183,14 +186,14 @@ def test_buffer_track_count_and_min_timestamp() -> None:
 
 def test_buffer_prior_value_for_buffered() -> None:
     s = SCENARIOS["buffer_prior_value_for_buffered"]
-    buf = TimeOrderedBuffer(lambda v: v.encode())
+    buf = TimeOrderedBuffer(_utf8, _utf8, track_bytes=True)
     for step in s["inputs"]:
         time, key, change = step["put"]
-        buf.put(time, key.encode(), key, change["new"], change["old"],
+        buf.put(time, key, change["new"], change["old"],
                 RecordContext(time, 0, "topic", 0, ()))
         buf._check()
     for key, exp in s["expected_outputs"].items():
-        defined, value = buf.prior_value(key.encode())
+        defined, value = buf.prior_value(key)
         assert defined == exp["defined"]
         if defined:
             assert value == exp["value"]

@@ -18,14 +18,16 @@ class BufferMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.buf = TimeOrderedBuffer(lambda v: v)
+        self.buf = TimeOrderedBuffer(bytes, bytes, track_bytes=True)
+        self.lazy = TimeOrderedBuffer(bytes, bytes, track_bytes=False)
         self.model: dict[bytes, list] = {}
 
     @rule(time=st.integers(0, 20), key=KEYS, new=VALUES, old=VALUES, ts=st.integers(0, 50),
           topic=st.sampled_from(["", "t", "tópic"]))
     def put(self, time: int, key: bytes, new, old, ts: int, topic: str) -> None:
         ctx = RecordContext(ts, 0, topic, 0, ())
-        self.buf.put(time, key, key, new, old, ctx)
+        self.buf.put(time, key, new, old, ctx)
+        self.lazy.put(time, key, new, old, ctx)
         if key in self.model:
             entry = self.model[key]
             entry[1], entry[2], entry[4] = new, old, ctx
@@ -39,6 +41,7 @@ class BufferMachine(RuleBasedStateMachine):
     def evict_expired(self, expiry: int) -> None:
         got = []
         self.buf.evict_expired(expiry, lambda e: got.append((e.key_bytes, e.new, e.old)))
+        self.lazy.evict_expired(expiry, lambda e: None)
         want = [k for k in self._order() if self.model[k][0] <= expiry]
         assert got == [(k, self.model[k][1], self.model[k][2]) for k in want]
         for k in want:
@@ -49,6 +52,7 @@ class BufferMachine(RuleBasedStateMachine):
         got = []
         self.buf.evict_while(lambda: self.buf.num_records > keep,
                              lambda e: got.append(e.key_bytes))
+        self.lazy.evict_while(lambda: self.lazy.num_records > keep, lambda e: None)
         want = self._order()[: max(0, len(self.model) - keep)]
         assert got == want
         for k in want:
@@ -64,6 +68,8 @@ class BufferMachine(RuleBasedStateMachine):
     @invariant()
     def consistent(self) -> None:
         self.buf._check()
+        self.lazy._check()
+        assert self.lazy.size_bytes == self.buf.size_bytes
         assert self.buf.num_records == len(self.model)
         assert self.buf.min_time == min((e[0] for e in self.model.values()), default=2**63 - 1)
         assert self.buf.size_bytes == sum(

@@ -56,12 +56,14 @@ class Task:
 
     :param output: receives every produced record as
         ``output(topic, key, value, key_bytes, value_bytes, context)``.
+    :param debug_metrics: record DEBUG-level metrics (suppression buffer size/count samples).
     """
 
     def __init__(self, topology: Topology, clock: Clock, output: Output,
-                 application_id: str) -> None:
+                 application_id: str, debug_metrics: bool = False) -> None:
         self.topology = topology
         self.application_id = application_id
+        self.debug_metrics = debug_metrics
         self.clock = clock
         self.metrics = TaskMetrics()
         self.stream_time = NO_TIMESTAMP

@@ -29,8 +29,10 @@ class TopologyTestDriver:
     repartition topics included) before it returns. Wall-clock time is a mock clock that moves
     only through :meth:`advance_wall_clock_time`.
 
-    :param config: ``{"application_id": str}`` (prefix of internal topic names; default
-        ``"topology-test-driver-app"``).
+    :param config: ``application_id`` (prefix of internal topic names; default
+        ``"topology-test-driver-app"``) and ``metrics_recording_level`` (``"INFO"``, the
+        default, or ``"DEBUG"``, which adds Kafka's sampled ``suppression-buffer-*-avg/-max``
+        and keeps buffer sizes up to date on every put).
     :param initial_wall_clock_ms: start of the mock wall clock (default: now).
     """
 
@@ -40,15 +42,19 @@ class TopologyTestDriver:
             raise TypeError(f"TopologyTestDriver needs a Topology (StreamsBuilder.build()), "
                             f"got {type(topology).__name__}")
         config = dict(config or {})
-        unknown = set(config) - {"application_id"}
+        unknown = set(config) - {"application_id", "metrics_recording_level"}
         if unknown:
             raise ValueError(f"unknown driver config keys: {sorted(unknown)}")
         self.application_id = str(config.get("application_id", DEFAULT_APPLICATION_ID))
+        level = config.get("metrics_recording_level", "INFO")
+        if level not in ("INFO", "DEBUG"):
+            raise ValueError(f"metrics_recording_level must be 'INFO' or 'DEBUG', got {level!r}")
         start = SystemClock().now_ms() if initial_wall_clock_ms is None else initial_wall_clock_ms
         self._clock = MockClock(start)
         self._outputs: dict[str, deque[Any]] = {}
         self._offsets: dict[str, int] = {}
-        self._task = Task(topology, self._clock, self._capture, self.application_id)
+        self._task = Task(topology, self._clock, self._capture, self.application_id,
+                          debug_metrics=level == "DEBUG")
         self._consumed: dict[str, tuple[Serde[Any] | None, Serde[Any] | None]] = {}
         for node in topology.nodes:
             consumed = getattr(node, "consumed", None)
@@ -151,7 +157,8 @@ class TopologyTestDriver:
 
         ``dropped-records-total`` (and per reason as ``dropped-records-total{reason=r}``),
         ``record-lateness-avg/max``, ``suppression-emit-total``, ``suppression-buffer-size``,
-        ``suppression-buffer-count`` (and ``-avg``/``-max``; per node as ``name{node=n}``).
+        ``suppression-buffer-count`` (per node as ``name{node=n}``; ``-avg``/``-max`` too at
+        the DEBUG recording level).
         """
         return self._task.metrics.as_dict()
 

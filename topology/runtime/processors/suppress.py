@@ -34,16 +34,17 @@ class SuppressNodeProcessor(InternalProcessor):
 
     def init(self, task: Any) -> None:
         """Create the engine and register its metrics and buffer with the task."""
-        self.engine = SuppressProcessor(self.name, self._suppressed, self._delay_ms,
-                                        self._emit, self._value_serializer)  # type: ignore[arg-type]
+        self.engine = SuppressProcessor(
+            self.name, self._suppressed, self._delay_ms, self._emit,
+            self._key_serializer, self._value_serializer,  # type: ignore[arg-type]
+            debug_metrics=task.debug_metrics)
         task.metrics.suppressors[self.name] = self.engine.metrics
         task.suppressors[self.name] = self.engine
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
         """Buffer the change; the engine emits what is due."""
-        key_bytes = self._key_serializer(key) or b""
         buffer_time = ctx.timestamp if self._buffer_time is None else self._buffer_time(key)
-        self.engine.process(key, key_bytes, value.new, value.old, ctx, buffer_time)
+        self.engine.process(key, value.new, value.old, ctx, buffer_time)
 
     def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         self.forward(key, Change(new, old), ctx)
