@@ -11,6 +11,7 @@ Usage: ``make bench`` or ``python benchmarks/run.py [--records N] [--keys K]``.
 from __future__ import annotations
 
 import argparse
+import gc
 import heapq
 import random
 import time
@@ -95,6 +96,7 @@ def run_runtime(records: list[tuple[str, str, int]], bulk: bool) -> tuple[list[t
 
 
 def timed(fn, *args):
+    gc.collect()
     t0 = time.perf_counter()
     result = fn(*args)
     return result, time.perf_counter() - t0

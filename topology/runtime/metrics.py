@@ -21,25 +21,19 @@ class DropReason:
 class TaskMetrics:
     """Counters of one task. ``dropped-records-total`` counts every drop, once per reason."""
 
-    __slots__ = ("dropped", "_lateness_n", "_lateness_sum", "_lateness_max", "suppressors")
+    __slots__ = ("dropped", "lateness_n", "lateness_sum", "lateness_max", "suppressors")
 
     def __init__(self) -> None:
         self.dropped: Counter[str] = Counter()
-        self._lateness_n = 0
-        self._lateness_sum = 0
-        self._lateness_max = 0
+        self.lateness_n = 0
+        """Records whose lateness was recorded (the task updates these three inline)."""
+        self.lateness_sum = 0
+        self.lateness_max = 0
         self.suppressors: dict[str, object] = {}
 
     def drop(self, reason: str, n: int = 1) -> None:
         """Count ``n`` dropped records for ``reason``."""
         self.dropped[reason] += n
-
-    def record_lateness(self, lateness: int) -> None:
-        """Record one input record's lateness in ms (0 if it was not late)."""
-        self._lateness_n += 1
-        self._lateness_sum += lateness
-        if lateness > self._lateness_max:
-            self._lateness_max = lateness
 
     def as_dict(self) -> dict[str, float]:
         """All metrics by name: totals, per-reason drops, lateness, suppression gauges.
@@ -50,9 +44,9 @@ class TaskMetrics:
         out: dict[str, float] = {"dropped-records-total": float(sum(self.dropped.values()))}
         for reason, n in sorted(self.dropped.items()):
             out[f"dropped-records-total{{reason={reason}}}"] = float(n)
-        if self._lateness_n:
-            out["record-lateness-avg"] = self._lateness_sum / self._lateness_n
-            out["record-lateness-max"] = float(self._lateness_max)
+        if self.lateness_n:
+            out["record-lateness-avg"] = self.lateness_sum / self.lateness_n
+            out["record-lateness-max"] = float(self.lateness_max)
         else:
             out["record-lateness-avg"] = 0.0
             out["record-lateness-max"] = 0.0

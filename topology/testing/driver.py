@@ -22,6 +22,7 @@ __all__ = ("TopologyTestDriver",)
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
 
 
+
 class TopologyTestDriver:
     """Runs a :class:`~topology.Topology` as one task with one partition per topic.
 
@@ -52,7 +53,6 @@ class TopologyTestDriver:
         start = SystemClock().now_ms() if initial_wall_clock_ms is None else initial_wall_clock_ms
         self._clock = MockClock(start)
         self._outputs: dict[str, deque[Any]] = {}
-        self._offsets: dict[str, int] = {}
         self._task = Task(topology, self._clock, self._capture, self.application_id,
                           debug_metrics=level == "DEBUG")
         self._consumed: dict[str, tuple[Serde[Any] | None, Serde[Any] | None]] = {}
@@ -102,9 +102,13 @@ class TopologyTestDriver:
                 key = key_serde.deserialize(key)
             if value_serialized and value_serde is not None:
                 value = value_serde.deserialize(value)
-        offset = self._offsets.get(topic, 0)
-        self._task.process(topic, key, value, timestamp, offset, headers)
-        self._offsets[topic] = offset + 1
+        self._task.process(topic, key, value, timestamp, headers)
+
+    def _pipe_batch(self, topic: str, records: Any) -> None:
+        """Process plain ``(key, value, timestamp)`` tuples (no serdes, no headers)."""
+        if self._closed:
+            raise RuntimeError("the driver is closed")
+        self._task.process_batch(topic, records)
 
     def _capture(self, topic: str, key: Any, value: Any, key_bytes: bytes | None,
                  value_bytes: bytes | None, ctx: RecordContext) -> None:

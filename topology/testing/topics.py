@@ -113,17 +113,14 @@ class TestInputTopic:
         Each item is a :class:`TestRecord` or a tuple ``(key, value)`` /
         ``(key, value, timestamp)`` / ``(key, value, timestamp, headers)``.
         """
-        pipe_record = self.pipe_record
-        fast = self._key_serde is None and self._value_serde is None
-        pipe = self._driver._pipe
-        name = self.name
+        if not isinstance(records, list | tuple):
+            records = list(records)
+        if self._key_serde is None and self._value_serde is None and all(
+                type(r) is tuple and len(r) == 3 for r in records):
+            self._driver._pipe_batch(self.name, records)  # the bulk path: no per-record objects
+            return
         for record in records:
-            if isinstance(record, TestRecord):
-                pipe_record(record)
-            elif fast and len(record) == 3 and type(record[2]) is int and record[2] >= 0:
-                pipe(name, record[0], record[1], record[2], (), False, False)
-            else:
-                pipe_record(TestRecord(*record))
+            self.pipe_record(record if isinstance(record, TestRecord) else TestRecord(*record))
 
     def __repr__(self) -> str:
         return (f"TestInputTopic[topic='{self.name}', keySerde={self._key_serde}, "

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from suppress.entry import RecordContext
-from suppress.time import NO_TIMESTAMP, is_window_closed
+from suppress.time import NO_TIMESTAMP, expiry
 
 from ...record import Change
 from ...windows import TimeWindows, Window, Windowed
@@ -171,6 +171,7 @@ class WindowedAggregateProcessor(InternalProcessor):
         self._aggregator = aggregator
         self._send_old = send_old
         self._window_cache: dict[int, Window] = {}
+        self._tumbling = windows.advance_ms == windows.size_ms
         self.stream_time = NO_TIMESTAMP
 
     def init(self, task: Any) -> None:
@@ -192,14 +193,17 @@ class WindowedAggregateProcessor(InternalProcessor):
         if ts > self.stream_time:
             self.stream_time = ts
         windows = self._windows
-        size, grace = windows.size_ms, windows.grace_ms
-        store = self._store
-        for start in windows.window_starts(ts):
+        size = windows.size_ms
+        # the close rule of suppress.time: a window is closed iff its end <= expiry
+        closed_up_to = expiry(self.stream_time, windows.grace_ms)
+        starts = (ts - ts % size,) if self._tumbling else windows.window_starts(ts)
+        for start in starts:
             end = start + size
-            if is_window_closed(end, grace, self.stream_time):
+            if end <= closed_up_to:
                 self._drop_expired(ctx, start, end)
                 continue
-            item = store.get_with_timestamp(key, start)
+            bucket = self._store.bucket(start)
+            item = None if bucket is None else bucket.get(key)
             if item is None:
                 out_ts = ts
                 if self._initializer is None:
@@ -211,12 +215,15 @@ class WindowedAggregateProcessor(InternalProcessor):
                 old = item[0]
                 out_ts = item[1] if item[1] > ts else ts
                 new = self._aggregator(key, value, old)
-            store.put_with_timestamp(key, new, start, out_ts)
+            if new is None or bucket is None:
+                self._store.put_with_timestamp(key, new, start, out_ts)
+            else:
+                bucket[key] = (new, out_ts)
             window = self._window_cache.get(start)
             if window is None:
                 window = self._window_of(start, end)
             self.forward(Windowed(key, window), Change(new, old if self._old else None),
-                         ctx.with_timestamp(out_ts))
+                         ctx if out_ts == ts else ctx._replace(timestamp=out_ts))
 
     def _window_of(self, start: int, end: int) -> Window:
         """A shared Window object per start (few distinct windows are live at once)."""

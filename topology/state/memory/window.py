@@ -50,14 +50,35 @@ class InMemoryWindowStore:
             return
         bucket = self._by_start.get(start)
         if value is None:
-            if bucket is not None and bucket.pop(key, None) is not None and not bucket:
-                del self._by_start[start]
-                self._starts.remove(start)
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del self._by_start[start]
+                    self._starts.remove(start)
             return
         if bucket is None:
             bucket = self._by_start[start] = {}
             self._starts.add(start)
         bucket[key] = (value, timestamp)
+
+    def bucket(self, start: int) -> dict[Any, tuple[Any, int]] | None:
+        """The live dict ``key -> (value, timestamp)`` of window ``start``, or ``None``.
+
+        Created if needed; ``None`` if the window is past retention.
+
+        The aggregation's hot path writes through it; a ``None`` value must still go through
+        :meth:`put_with_timestamp` (deletes).
+        """
+        if start > self._observed:
+            self._observed = start
+            self._expire()
+        bucket = self._by_start.get(start)
+        if bucket is None:
+            if start <= self._observed - self.retention_ms:
+                return None
+            bucket = self._by_start[start] = {}
+            self._starts.add(start)
+        return bucket
 
     def _expire(self) -> None:
         limit = self._observed - self.retention_ms
@@ -101,6 +122,8 @@ class InMemoryWindowStore:
         out = []
         for start in self._starts.irange(time_from, time_to):
             bucket = self._by_start[start]
+            if not bucket:
+                continue
             window = Window(start, start + size)
             for _, key in sorted(((ser(k) or b"", k) for k in bucket), key=lambda p: p[0]):
                 out.append((Windowed(key, window), bucket[key][0]))
