@@ -22,7 +22,9 @@ from .metrics import TaskMetrics
 
 __all__ = ("Task",)
 
-Output = Callable[[str, Any, Any, bytes | None, bytes | None, RecordContext], None]
+Produce = Callable[[Any, Any, bytes | None, bytes | None, RecordContext], None]
+Output = Callable[[str], Produce]
+"""``output(topic)`` gives the function that receives what sinks write to ``topic``."""
 
 
 class _Schedule:
@@ -54,8 +56,8 @@ class _Schedule:
 class Task:
     """Processors, stores and clocks of one running topology.
 
-    :param output: receives every produced record as
-        ``output(topic, key, value, key_bytes, value_bytes, context)``.
+    :param output: ``output(topic)`` returns the function that receives every record written
+        to ``topic`` as ``(key, value, key_bytes, value_bytes, context)``.
     :param debug_metrics: record DEBUG-level metrics (suppression buffer size/count samples).
     """
 
@@ -67,7 +69,6 @@ class Task:
         self.clock = clock
         self.metrics = TaskMetrics()
         self.stream_time = NO_TIMESTAMP
-        self.current_context: RecordContext | None = None
         self.suppressors: dict[str, Any] = {}
         self.stores = {spec.name: spec.factory() for spec in topology.stores}
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
@@ -130,33 +131,35 @@ class Task:
         metrics = self.metrics
         queue = self._queue
         schedules = self._stream_schedules
-        make_ctx = RecordContext
+        new_ctx = tuple.__new__
         offset = self._input_offsets.get(topic, 0)
+        late_n = late_sum = late_max = 0
         try:
             for key, value, ts in records:
                 if type(ts) is not int or ts < 0:
                     raise ValueError(f"Invalid timestamp: {ts!r}. Timestamp should always be "
                                      "a non-negative int of ms.")
-                ctx = make_ctx(ts, offset, topic, 0, ())
+                ctx = new_ctx(RecordContext, (ts, offset, topic, 0, ()))
                 offset += 1
-                stream_time = self.stream_time
-                metrics.lateness_n += 1
-                if ts >= stream_time:
+                late_n += 1
+                if ts >= self.stream_time:
                     self.stream_time = ts
                 else:
-                    late = stream_time - ts
-                    metrics.lateness_sum += late
-                    if late > metrics.lateness_max:
-                        metrics.lateness_max = late
-                self.current_context = ctx
+                    late = self.stream_time - ts
+                    late_sum += late
+                    if late > late_max:
+                        late_max = late
                 entry(key, value, ctx)
-                self.current_context = None
                 if schedules:
                     self._punctuate_stream_time()
                 if queue:
                     self._drain()
         finally:
             self._input_offsets[topic] = offset
+            metrics.lateness_n += late_n
+            metrics.lateness_sum += late_sum
+            if late_max > metrics.lateness_max:
+                metrics.lateness_max = late_max
 
     def _entry(self, topic: str) -> Callable[[Any, Any, RecordContext], None]:
         source = self.sources.get(topic)
@@ -183,9 +186,7 @@ class Task:
             metrics.lateness_sum += late
             if late > metrics.lateness_max:
                 metrics.lateness_max = late
-        self.current_context = ctx
         entry(key, value, ctx)
-        self.current_context = None
         if self._stream_schedules:
             self._punctuate_stream_time()
 
@@ -193,15 +194,26 @@ class Task:
         for schedule in list(self._stream_schedules):
             schedule.maybe_fire(self.stream_time)
 
-    def produce(self, topic: str, key: Any, value: Any, key_bytes: bytes | None,
-                value_bytes: bytes | None, ctx: RecordContext) -> None:
-        """Deliver a record a sink wrote; queue it if a source of this topology reads it."""
-        self._output(topic, key, value, key_bytes, value_bytes, ctx)
-        if topic in self.sources:
+    def producer_for(self, topic: str) -> Produce:
+        """The function a sink writing ``topic`` calls for each record.
+
+        Records are delivered to the output; those written to a topic that a source of this
+        topology reads are also queued and processed before the current input returns.
+        """
+        deliver = self._output(topic)
+        if topic not in self.sources:
+            return deliver
+        queue = self._queue
+
+        def produce(key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
+                    ctx: RecordContext) -> None:
+            deliver(key, value, key_bytes, value_bytes, ctx)
             offset = self._offsets.get(topic, 0)
             self._offsets[topic] = offset + 1
-            self._queue.append((topic, key, value,
-                                RecordContext(ctx.timestamp, offset, topic, 0, ctx.headers)))
+            queue.append((topic, key, value,
+                          RecordContext(ctx.timestamp, offset, topic, 0, ctx.headers)))
+
+        return produce
 
     # -- punctuation ---------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -110,12 +110,19 @@ class TopologyTestDriver:
             raise RuntimeError("the driver is closed")
         self._task.process_batch(topic, records)
 
-    def _capture(self, topic: str, key: Any, value: Any, key_bytes: bytes | None,
-                 value_bytes: bytes | None, ctx: RecordContext) -> None:
-        queue = self._outputs.get(topic)
-        if queue is None:
-            queue = self._outputs[topic] = deque()
-        queue.append((key, value, key_bytes, value_bytes, ctx))
+    def _capture(self, topic: str) -> Callable[..., None]:
+        """The function that stores what sinks write to ``topic``, in order."""
+        outputs = self._outputs
+        append: Callable[[Any], None] | None = None
+
+        def capture(key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
+                    ctx: RecordContext) -> None:
+            nonlocal append
+            if append is None:  # the topic exists from its first record on
+                append = outputs.setdefault(topic, deque()).append
+            append((key, value, key_bytes, value_bytes, ctx))
+
+        return capture
 
     # -- time ----------------------------------------------------------------------------------
 

@@ -128,15 +128,19 @@ class SinkProcessor(InternalProcessor):
         self._value_serde = value_serde
 
     def init(self, task: Any) -> None:
-        """Bind the task's producer and resolve the topic name."""
-        self._produce = task.produce
-        self._topic = task.resolve_topic(self.topic)
+        """Resolve the topic name and bind the task's producer for it."""
+        self._produce = task.producer_for(task.resolve_topic(self.topic))
+        if self._key_serde is None and self._value_serde is None:
+            self.process = self._process_objects  # type: ignore[method-assign]
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Serialize (if serdes are set) and hand the record to the task's producer."""
         kb = None if self._key_serde is None else self._key_serde.serialize(key)
         vb = None if self._value_serde is None else self._value_serde.serialize(value)
-        self._produce(self._topic, key, value, kb, vb, ctx)
+        self._produce(key, value, kb, vb, ctx)
+
+    def _process_objects(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        self._produce(key, value, None, None, ctx)
 
 
 class _Context:
@@ -149,7 +153,7 @@ class _Context:
     def forward(self, record: Record) -> None:
         if not isinstance(record, Record):
             raise TypeError(f"forward() takes a Record, got {type(record).__name__}")
-        current = self._task.current_context
+        current = self._adapter.current
         if current is None:
             ctx = RecordContext(record.timestamp, -1, "", 0, record.headers)
         else:
@@ -176,12 +180,12 @@ class _Context:
 
     @property
     def topic(self) -> str:
-        current = self._task.current_context
+        current = self._adapter.current
         return "" if current is None else current.topic
 
     @property
     def offset(self) -> int:
-        current = self._task.current_context
+        current = self._adapter.current
         return -1 if current is None else current.offset
 
 
@@ -191,6 +195,8 @@ class UserProcessorAdapter(InternalProcessor):
     def __init__(self, supplier: Callable[[], Processor], store_names: tuple[str, ...]) -> None:
         self._supplier = supplier
         self.store_names = store_names
+        self.current: RecordContext | None = None
+        """Context of the record being processed; ``None`` inside punctuations."""
 
     def init(self, task: Any) -> None:
         """Create the user processor and give it its context."""
@@ -205,7 +211,9 @@ class UserProcessorAdapter(InternalProcessor):
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Hand the record to the user processor."""
+        self.current = ctx
         self._processor.process(Record(key, value, ctx.timestamp, ctx.headers))
+        self.current = None
 
     def close(self) -> None:
         """Close the user processor."""
