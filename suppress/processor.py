@@ -96,6 +96,8 @@ class SuppressProcessor:
     :param value_serializer: serializes values for byte accounting (only computed when a
         ``max_bytes`` limit is set, with ``debug_metrics``, or when the size is read).
     :param debug_metrics: sample buffer size and count for ``-avg``/``-max`` metrics.
+    :param buffer_time_of: for :meth:`process_change`: maps a key to its buffer time (final
+        results: the window's exclusive end); ``None`` uses the record timestamp.
     :raises InvalidSuppressionError: if the config asks for a strategy this version lacks.
     """
 
@@ -108,6 +110,7 @@ class SuppressProcessor:
         key_serializer: Callable[[Any], bytes],
         value_serializer: Callable[[Any], bytes | None],
         debug_metrics: bool = False,
+        buffer_time_of: Callable[[Any], int] | None = None,
     ) -> None:
         cfg = suppressed.buffer_config
         if cfg.strategy is BufferFullStrategy.SPILL_TO_DISK:
@@ -126,6 +129,8 @@ class SuppressProcessor:
         )
         self.metrics = SuppressMetrics(self.buffer, debug_metrics)
         self._debug = debug_metrics
+        self._buffer_time_of = buffer_time_of
+        self._fast_update = not (debug_metrics or self.buffer.tracks_bytes)
         self.stream_time = NO_TIMESTAMP
 
     def process(self, key: Any, new: Any, old: Any, context: RecordContext,
@@ -140,20 +145,46 @@ class SuppressProcessor:
         ts = context.timestamp
         if ts > self.stream_time:
             self.stream_time = ts
-        buffer = self.buffer
-        buffer.put(buffer_time, key, new, old, context)
-        debug = self._debug
-        if debug:
+        self.buffer.put(buffer_time, key, new, old, context)
+        if self._debug:
             self.metrics.sample()
-        times = buffer._times
-        if times[0] <= self.stream_time - self.delay_ms:
-            buffer.evict_expired(self.stream_time - self.delay_ms, self._emit_entry)
-            if debug:
+        self._enforce()
+
+    def process_change(self, key: Any, change: tuple[Any, Any], context: RecordContext) -> None:
+        """:meth:`process` for a ``(new, old)`` pair, the buffer time from ``buffer_time_of``.
+
+        The hot path of a suppression in a topology: an update to a key that is already
+        buffered (without byte accounting) only replaces the entry's change and context.
+        """
+        ts = context[0]
+        if ts > self.stream_time:
+            self.stream_time = ts
+        if self._fast_update:
+            entry = self.buffer._index.get(key)
+            if entry is not None:
+                entry.new, entry.old = change
+                entry.context = context
+                self._enforce()
+                return
+        time_of = self._buffer_time_of
+        self.buffer.put(ts if time_of is None else time_of(key), key, change[0], change[1],
+                        context)
+        if self._debug:
+            self.metrics.sample()
+        self._enforce()
+
+    def _enforce(self) -> None:
+        """Evict what is due by time, then apply the buffer-full strategy."""
+        buffer = self.buffer
+        expiry = self.stream_time - self.delay_ms
+        if buffer._times[0] <= expiry:
+            buffer.evict_expired(expiry, self._emit_entry)
+            if self._debug:
                 self.metrics.sample()
         if self._bounded and self._over_capacity():
             if self._emit_early:
                 buffer.evict_while(self._over_capacity, self._emit_entry)
-                if debug:
+                if self._debug:
                     self.metrics.sample()
             else:
                 raise BufferFullError(self.name, buffer.num_records, self._records_limit,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -185,8 +186,8 @@ class TimeWindowedKStream:
         return KTable(b, node, key_serde, value_serde, old, info, store_name=store)
 
 
-def _window_end(windowed: Any) -> int:
-    return windowed.window.end
+_window_end = operator.attrgetter("window.end")
+"""Buffer time of a time-windowed key for final results: the window's exclusive end."""
 
 
 class KGroupedTable(_Grouping):

@@ -85,14 +85,15 @@ class Task:
             self.processors[node.name] = proc
         self.sources: dict[str, InternalProcessor] = {}
         for node in topology.nodes:
-            proc = self.processors[node.name]
-            children = [self.processors[c.name].process for c in node.children]
-            proc.forward = _fan_out(children)  # type: ignore[method-assign]
             if node.kind == "source":
                 for topic in node.topics:
-                    self.sources[self.resolve_topic(topic)] = proc
+                    self.sources[self.resolve_topic(topic)] = self.processors[node.name]
         for node in topology.nodes:
             self.processors[node.name].init(self)
+        # wired after init: a processor may pick a specialised ``process`` in ``init``
+        for node in topology.nodes:
+            children = [self.processors[c.name].process for c in node.children]
+            self.processors[node.name].forward = _fan_out(children)  # type: ignore[method-assign]
 
     def resolve_topic(self, topic: str) -> str:
         """The real name of ``topic``: internal topics get the application id as prefix."""

@@ -33,18 +33,18 @@ class SuppressNodeProcessor(InternalProcessor):
         self._buffer_time = buffer_time
 
     def init(self, task: Any) -> None:
-        """Create the engine and register its metrics and buffer with the task."""
+        """Create the engine, register its metrics, and process changes with it directly."""
         self.engine = SuppressProcessor(
             self.name, self._suppressed, self._delay_ms, self._emit,
             self._key_serializer, self._value_serializer,  # type: ignore[arg-type]
-            debug_metrics=task.debug_metrics)
+            debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time)
         task.metrics.suppressors[self.name] = self.engine.metrics
         task.suppressors[self.name] = self.engine
+        self.process = self.engine.process_change  # type: ignore[method-assign,assignment]
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
-        """Buffer the change; the engine emits what is due."""
-        buffer_time = ctx.timestamp if self._buffer_time is None else self._buffer_time(key)
-        self.engine.process(key, value.new, value.old, ctx, buffer_time)
+        """Buffer the change; the engine emits what is due (replaced by the engine's own)."""
+        self.engine.process_change(key, value, ctx)
 
     def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         self.forward(key, Change(new, old), ctx)
