@@ -130,6 +130,7 @@ class SuppressProcessor:
         self.metrics = SuppressMetrics(self.buffer, debug_metrics)
         self._debug = debug_metrics
         self._buffer_time_of = buffer_time_of
+        self._times = self.buffer._times  # the heap of buffer times (a live reference)
         self._fast_update = not (debug_metrics or self.buffer.tracks_bytes)
         self.stream_time = NO_TIMESTAMP
 
@@ -164,7 +165,8 @@ class SuppressProcessor:
             if entry is not None:
                 entry.new, entry.old = change
                 entry.context = context
-                self._enforce()
+                if self._bounded or self._times[0] <= self.stream_time - self.delay_ms:
+                    self._enforce()
                 return
         time_of = self._buffer_time_of
         self.buffer.put(ts if time_of is None else time_of(key), key, change[0], change[1],

@@ -33,6 +33,8 @@ class InMemoryWindowStore:
         self._by_start: dict[int, dict[Any, tuple[Any, int]]] = {}
         self._starts: SortedList = SortedList()
         self._observed = -1
+        self.layout_version = 0
+        """Changes whenever a window bucket is created or removed (lets callers cache one)."""
 
     # -- hot path ------------------------------------------------------------------------------
 
@@ -55,10 +57,12 @@ class InMemoryWindowStore:
                 if not bucket:
                     del self._by_start[start]
                     self._starts.remove(start)
+                    self.layout_version += 1
             return
         if bucket is None:
             bucket = self._by_start[start] = {}
             self._starts.add(start)
+            self.layout_version += 1
         bucket[key] = (value, timestamp)
 
     def bucket(self, start: int) -> dict[Any, tuple[Any, int]] | None:
@@ -78,6 +82,7 @@ class InMemoryWindowStore:
                 return None
             bucket = self._by_start[start] = {}
             self._starts.add(start)
+            self.layout_version += 1
         return bucket
 
     def _expire(self) -> None:
@@ -85,6 +90,7 @@ class InMemoryWindowStore:
         starts = self._starts
         while starts and starts[0] <= limit:
             del self._by_start[starts.pop(0)]
+            self.layout_version += 1
 
     # -- public window-store API ---------------------------------------------------------------
 
