@@ -22,6 +22,8 @@ from .metrics import TaskMetrics
 
 __all__ = ("Task",)
 
+_new_tuple = tuple.__new__  # builds RecordContext without its Python-level __new__
+
 Produce = Callable[[Any, Any, bytes | None, bytes | None, RecordContext], None]
 Output = Callable[[str], Produce]
 """``output(topic)`` gives the function that receives what sinks write to ``topic``."""
@@ -90,10 +92,27 @@ class Task:
                     self.sources[self.resolve_topic(topic)] = self.processors[node.name]
         for node in topology.nodes:
             self.processors[node.name].init(self)
+        self._fuse(topology)
         # wired after init: a processor may pick a specialised ``process`` in ``init``
         for node in topology.nodes:
             children = [self.processors[c.name].process for c in node.children]
             self.processors[node.name].forward = _fan_out(children)  # type: ignore[method-assign]
+
+    def _fuse(self, topology: Topology) -> None:
+        """Fuse windowed aggregations with their final-results suppressions.
+
+        Applies where the suppression is the aggregation's only child: both then run as one
+        step, with the same results (processors/fused.py).
+        """
+        from .processors.fused import FusedFinalResults, can_fuse
+
+        for node in topology.nodes:
+            if len(node.children) != 1:
+                continue
+            parent = self.processors[node.name]
+            child = self.processors[node.children[0].name]
+            if can_fuse(parent, child, self.debug_metrics):
+                parent.process = FusedFinalResults(parent, child).process  # type: ignore
 
     def resolve_topic(self, topic: str) -> str:
         """The real name of ``topic``: internal topics get the application id as prefix."""
@@ -111,10 +130,25 @@ class Task:
 
         :raises UnknownTopicError: if no source reads ``topic``.
         """
-        entry = self._entry(topic)
-        offset = self._input_offsets.get(topic, 0)
-        self._input_offsets[topic] = offset + 1
-        self._run(entry, key, value, RecordContext(timestamp, offset, topic, 0, headers))
+        source = self.sources.get(topic)
+        if source is None:
+            raise UnknownTopicError(f"Unknown topic: {topic}")
+        offsets = self._input_offsets
+        offset = offsets.get(topic, 0)
+        offsets[topic] = offset + 1
+        ctx = _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers))
+        metrics = self.metrics
+        metrics.lateness_n += 1
+        if timestamp >= self.stream_time:
+            self.stream_time = timestamp
+        else:
+            late = self.stream_time - timestamp
+            metrics.lateness_sum += late
+            if late > metrics.lateness_max:
+                metrics.lateness_max = late
+        source.forward(key, value, ctx)
+        if self._stream_schedules:
+            self._punctuate_stream_time()
         if self._queue:
             self._drain()
 
@@ -132,7 +166,7 @@ class Task:
         metrics = self.metrics
         queue = self._queue
         schedules = self._stream_schedules
-        new_ctx = tuple.__new__
+        new_ctx = _new_tuple
         offset = self._input_offsets.get(topic, 0)
         late_n = late_sum = late_max = 0
         try:

@@ -26,17 +26,17 @@ class SuppressNodeProcessor(InternalProcessor):
                  key_serializer: Callable[[Any], bytes | None],
                  value_serializer: Callable[[Any], bytes | None],
                  buffer_time: Callable[[Any], int] | None) -> None:
-        self._suppressed = suppressed
+        self.suppressed = suppressed
         self._delay_ms = delay_ms
-        self._key_serializer = key_serializer
-        self._value_serializer = value_serializer
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
         self._buffer_time = buffer_time
 
     def init(self, task: Any) -> None:
         """Create the engine, register its metrics, and process changes with it directly."""
         self.engine = SuppressProcessor(
-            self.name, self._suppressed, self._delay_ms, self._emit,
-            self._key_serializer, self._value_serializer,  # type: ignore[arg-type]
+            self.name, self.suppressed, self._delay_ms, self._emit,
+            self.key_serializer, self.value_serializer,  # type: ignore[arg-type]
             debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time)
         task.metrics.suppressors[self.name] = self.engine.metrics
         task.suppressors[self.name] = self.engine

@@ -1,0 +1,99 @@
+"""The fused final-results path gives exactly what the separate processors give.
+
+DEBUG metrics turn fusion off, so the same topology runs both ways on the same random streams;
+outputs (keys, values, timestamps, headers, order), drops, store contents and suppression
+metrics must agree after every record.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suppress import BufferConfig, BufferFullError, Suppressed
+from topology import StreamsBuilder, TimeWindows, TopologyTestDriver
+from topology.runtime.processors.fused import FusedFinalResults
+
+AGGREGATIONS = {
+    "count": lambda w: w.count(),
+    "reduce": lambda w: w.reduce(lambda agg, v: agg + v),
+    # returns None (deletes the window) when the running sum hits a multiple of 7
+    "aggregate": lambda w: w.aggregate(lambda: 0, lambda k, v, agg: None if (
+        (agg or 0) + (v or 0)) % 7 == 0 else (agg or 0) + (v or 0)),
+}
+
+
+def build(kind: str, size: int, advance: int, grace: int, buffer=None):
+    b = StreamsBuilder()
+    windows = TimeWindows.of_size_and_grace(size, grace).advance_by(advance)
+    table = AGGREGATIONS[kind](b.stream("in").group_by_key().windowed_by(windows))
+    (table.suppress(Suppressed.until_window_closes(buffer or BufferConfig.unbounded()))
+     .to_stream().to("out"))
+    return b.build()
+
+
+BUFFERS = st.one_of(
+    st.just(BufferConfig.unbounded()),
+    st.integers(0, 6).map(lambda n: BufferConfig.max_records(n).shut_down_when_full()),
+    st.integers(0, 400).map(lambda n: BufferConfig.max_bytes(n).shut_down_when_full()),
+)
+
+
+def run(topology, rows, debug: bool):
+    level = "DEBUG" if debug else "INFO"
+    steps = []
+    with TopologyTestDriver(topology, {"metrics_recording_level": level}) as d:
+        fused = any(isinstance(getattr(p.process, "__self__", None), FusedFinalResults)
+                    for p in d._task.processors.values())
+        assert fused is not debug
+        topic = d.create_input_topic("in")
+        out = d.create_output_topic("out")
+        store = next(iter(s for s in d._task.stores.values()))
+        for key, value, ts, headers in rows:
+            try:
+                topic.pipe_input(key, value, ts, headers)
+            except BufferFullError as err:
+                steps.append((str(err), [(r.key, r.value, r.timestamp)
+                                         for r in out.read_records_to_list()]))
+                break
+            m = d.metrics()
+            steps.append((
+                [(r.key, r.value, r.timestamp, r.headers) for r in out.read_records_to_list()],
+                m["dropped-records-total"], m["suppression-emit-total"],
+                m["suppression-buffer-count"], m["suppression-buffer-size"],
+                list(store.all()), list(store.backward_all()),
+            ))
+    return steps
+
+
+ROWS = st.lists(st.tuples(
+    st.sampled_from(["a", "b", "aa", "B", None]),
+    st.one_of(st.none(), st.integers(0, 20)),
+    st.integers(0, 120),
+    st.sampled_from([None, [("h", b"1")], [("h", b"22"), ("x", None)]]),
+), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=ROWS, kind=st.sampled_from(sorted(AGGREGATIONS)), size=st.integers(1, 30),
+       advance_div=st.integers(1, 3), grace=st.integers(0, 20), buffer=BUFFERS)
+def test_fused_equals_separate(rows, kind, size, advance_div, grace, buffer) -> None:
+    advance = max(1, size // advance_div)
+    if kind == "count":
+        rows = [r for r in rows]
+    if kind == "reduce":
+        rows = [(k, 1 if v is None else v, ts, h) for k, v, ts, h in rows]
+    topology = build(kind, size, advance, grace, buffer)
+    assert run(topology, rows, debug=False) == run(topology, rows, debug=True)
+
+
+def test_fusion_needs_the_suppression_as_only_child() -> None:
+    b = StreamsBuilder()
+    table = b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+    counts = table.count()
+    counts.to_stream().to("raw")
+    (counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream().to("out"))
+    with TopologyTestDriver(b.build()) as d:
+        assert not any(isinstance(getattr(p.process, "__self__", None), FusedFinalResults)
+                       for p in d._task.processors.values())
