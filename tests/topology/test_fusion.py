@@ -43,8 +43,7 @@ def run(topology, rows, debug: bool):
     level = "DEBUG" if debug else "INFO"
     steps = []
     with TopologyTestDriver(topology, {"metrics_recording_level": level}) as d:
-        fused = any(isinstance(getattr(p.process, "__self__", None), FusedFinalResults)
-                    for p in d._task.processors.values())
+        fused = any(isinstance(f, FusedFinalResults) for f in d._task.fused.values())
         assert fused is not debug
         topic = d.create_input_topic("in")
         out = d.create_output_topic("out")
@@ -95,5 +94,4 @@ def test_fusion_needs_the_suppression_as_only_child() -> None:
     (counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
      .to_stream().to("out"))
     with TopologyTestDriver(b.build()) as d:
-        assert not any(isinstance(getattr(p.process, "__self__", None), FusedFinalResults)
-                       for p in d._task.processors.values())
+        assert not d._task.fused

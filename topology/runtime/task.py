@@ -72,6 +72,8 @@ class Task:
         self.metrics = TaskMetrics()
         self.stream_time = NO_TIMESTAMP
         self.suppressors: dict[str, Any] = {}
+        self.fused: dict[str, Any] = {}
+        """Aggregation node name -> its fused final-results step (see :meth:`_fuse`)."""
         self.stores = {spec.name: spec.factory() for spec in topology.stores}
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
         self._output = output
@@ -112,7 +114,8 @@ class Task:
             parent = self.processors[node.name]
             child = self.processors[node.children[0].name]
             if can_fuse(parent, child, self.debug_metrics):
-                parent.process = FusedFinalResults(parent, child).process  # type: ignore
+                fused = self.fused[node.name] = FusedFinalResults(parent, child)
+                parent.process = fused.step()  # type: ignore[method-assign]
 
     def resolve_topic(self, topic: str) -> str:
         """The real name of ``topic``: internal topics get the application id as prefix."""

@@ -21,6 +21,7 @@ readers, a pending tombstone for the suppression, dropped at emission as final r
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import Any
 
 from suppress.config import BufferFullStrategy
@@ -83,9 +84,6 @@ class FusedFinalResults:
         self._track_bytes = cfg.bytes_limit is not None
         self._closed_up_to = aggregate.stream_time - self._grace
         self._windows_cache: dict[int, Window] = {}
-        self._last_start = -1
-        self._last_bucket: dict[Any, list[Any]] = {}
-        self._last_version = -1
         self._metrics._buffer = self  # type: ignore[assignment]
 
     # -- the step ----------------------------------------------------------------------------
@@ -105,39 +103,65 @@ class FusedFinalResults:
             if pending and pending[0] + self._size <= closed:
                 self._emit_closed(closed)
         size = self._size
-        if not self._tumbling:
-            for start in self._windows.window_starts(ts):
-                self._update(key, value, ctx, ts, start, size)
-            return
-        start = ts - ts % size
-        # the common case inline: an update to a live entry of the current window
-        if (start == self._last_start and self._store.layout_version == self._last_version
-                and not self._track_bytes and start + size > self._closed_up_to):
-            entry = self._last_bucket.get(key)
-            if entry is not None and entry[0] is not None:
-                old = entry[0]
-                entry[0] = self._aggregator(key, value, old)
-                if ts > entry[1]:
-                    entry[1] = ts
-                entry[2] = old
-                entry[3] = ctx
+        for start in self._windows.window_starts(ts):
+            self._update(key, value, ctx, ts, start, size)
+
+    def step(self) -> Callable[[Any, Any, RecordContext], None]:
+        """The function to run as the aggregation's ``process``."""
+        if self._tumbling and not self._track_bytes:
+            return self._tumbling_step()
+        return self.process
+
+    def _tumbling_step(self) -> Callable[[Any, Any, RecordContext], None]:
+        """:meth:`process` for tumbling windows without byte accounting, as a closure.
+
+        The hot path of final results: an update to a live entry of the window last written
+        touches only local names and the entry. Anything else goes through :meth:`_update`.
+        """
+        agg, store, task, pending = self._agg, self._store, self._task, self._pending
+        size, grace, aggregator = self._size, self._grace, self._aggregator
+        update, emit_closed = self._update, self._emit_closed
+        buckets = store._by_start
+        last_start, last_bucket, last_version = -1, {}, -1
+
+        def step(key: Any, value: Any, ctx: RecordContext) -> None:
+            nonlocal last_start, last_bucket, last_version
+            if key is None:
+                log_null_key(task, ctx)
                 return
-        self._update(key, value, ctx, ts, start, size)
+            ts = ctx[0]
+            if ts > agg.stream_time:
+                agg.stream_time = ts
+                # suppress.time's close rule: closed iff end <= expiry(T, grace) = T - grace
+                closed = self._closed_up_to = ts - grace
+                if pending and pending[0] + size <= closed:
+                    emit_closed(closed)
+            start = ts - ts % size
+            if start == last_start and store.layout_version == last_version \
+                    and start + size > self._closed_up_to:
+                entry = last_bucket.get(key)
+                if entry is not None and entry[0] is not None:
+                    old = entry[0]
+                    entry[0] = aggregator(key, value, old)
+                    if ts > entry[1]:
+                        entry[1] = ts
+                    entry[2] = old
+                    entry[3] = ctx
+                    return
+            update(key, value, ctx, ts, start, size)
+            if start + size > self._closed_up_to:
+                last_start, last_bucket = start, buckets[start]
+                last_version = store.layout_version
+
+        return step
 
     def _update(self, key: Any, value: Any, ctx: RecordContext, ts: int, start: int,
                 size: int) -> None:
         if start + size <= self._closed_up_to:
             self._agg._drop_expired(ctx, start, start + size)
             return
-        store = self._store
-        if start == self._last_start and store.layout_version == self._last_version:
-            bucket = self._last_bucket
-        else:
-            bucket = store.bucket(start)
-            assert bucket is not None  # an open window is always within retention
-            self._last_start = start
-            self._last_bucket = bucket
-            self._last_version = store.layout_version
+        bucket = self._store.bucket(start)
+        assert bucket is not None  # an open window is always within retention
         entry = bucket.get(key)
         if entry is None:
             old = None if self._initializer is None else self._initializer()
