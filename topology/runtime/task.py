@@ -155,30 +155,35 @@ class Task:
         if self._queue:
             self._drain()
 
-    def process_batch(self, topic: str, records: Iterable[tuple[Any, Any, int]]) -> None:
-        """Process ``(key, value, timestamp)`` records in order, each to completion.
+    def process_batch(self, topic: str, records: Iterable[Any],
+                      other: Callable[[Any], None]) -> None:
+        """Process records in order, each to completion.
 
-        The same as calling :meth:`process` for each record with consecutive offsets, with
-        the per-record overhead hoisted out of the loop.
+        Plain ``(key, value, timestamp)`` tuples are processed as :meth:`process` would, with
+        the per-record overhead hoisted out of the loop; anything else (a ``TestRecord``, a
+        tuple with headers) is handed to ``other(record)`` in its turn.
 
         :raises UnknownTopicError: if no source reads ``topic``.
         :raises ValueError: for a timestamp that is not a non-negative int; the records
             before it have been processed.
         """
-        entry = self._entry(topic)
+        forward = self._entry(topic)
         metrics = self.metrics
         queue = self._queue
         schedules = self._stream_schedules
-        new_ctx = _new_tuple
-        offset = self._input_offsets.get(topic, 0)
+        offsets = self._input_offsets
         late_n = late_sum = late_max = 0
         try:
-            for key, value, ts in records:
+            for record in records:
+                if type(record) is not tuple or len(record) != 3:
+                    other(record)
+                    continue
+                key, value, ts = record
                 if type(ts) is not int or ts < 0:
-                    raise ValueError(f"Invalid timestamp: {ts!r}. Timestamp should always be "
-                                     "a non-negative int of ms.")
-                ctx = new_ctx(RecordContext, (ts, offset, topic, 0, ()))
-                offset += 1
+                    other(record)  # raises the driver's error for a bad timestamp
+                    continue
+                offset = offsets.get(topic, 0)
+                offsets[topic] = offset + 1
                 late_n += 1
                 if ts >= self.stream_time:
                     self.stream_time = ts
@@ -187,13 +192,12 @@ class Task:
                     late_sum += late
                     if late > late_max:
                         late_max = late
-                entry(key, value, ctx)
+                forward(key, value, _new_tuple(RecordContext, (ts, offset, topic, 0, ())))
                 if schedules:
                     self._punctuate_stream_time()
                 if queue:
                     self._drain()
         finally:
-            self._input_offsets[topic] = offset
             metrics.lateness_n += late_n
             metrics.lateness_sum += late_sum
             if late_max > metrics.lateness_max:

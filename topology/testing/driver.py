@@ -104,11 +104,14 @@ class TopologyTestDriver:
                 value = value_serde.deserialize(value)
         self._task.process(topic, key, value, timestamp, headers)
 
-    def _pipe_batch(self, topic: str, records: Any) -> None:
-        """Process plain ``(key, value, timestamp)`` tuples (no serdes, no headers)."""
+    def _pipe_batch(self, topic: str, records: Any, other: Callable[[Any], None]) -> None:
+        """Process records in order: plain ``(key, value, timestamp)`` tuples in bulk.
+
+        Anything else goes to ``other(record)`` in its turn.
+        """
         if self._closed:
             raise RuntimeError("the driver is closed")
-        self._task.process_batch(topic, records)
+        self._task.process_batch(topic, records, other)
 
     def _capture(self, topic: str) -> Callable[..., None]:
         """The function that stores what sinks write to ``topic``, in order."""

@@ -119,14 +119,15 @@ class TestInputTopic:
         Each item is a :class:`TestRecord` or a tuple ``(key, value)`` /
         ``(key, value, timestamp)`` / ``(key, value, timestamp, headers)``.
         """
-        if not isinstance(records, list | tuple):
-            records = list(records)
-        if self._key_serde is None and self._value_serde is None and all(
-                type(r) is tuple and len(r) == 3 for r in records):
-            self._driver._pipe_batch(self.name, records)  # the bulk path: no per-record objects
+        if self._plain:
+            # the bulk path: plain (key, value, timestamp) tuples skip per-record objects
+            self._driver._pipe_batch(self.name, records, self._pipe_other)
             return
         for record in records:
-            self.pipe_record(record if isinstance(record, TestRecord) else TestRecord(*record))
+            self._pipe_other(record)
+
+    def _pipe_other(self, record: TestRecord | tuple[Any, ...]) -> None:
+        self.pipe_record(record if isinstance(record, TestRecord) else TestRecord(*record))
 
     def __repr__(self) -> str:
         return (f"TestInputTopic[topic='{self.name}', keySerde={self._key_serde}, "
