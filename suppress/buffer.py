@@ -47,6 +47,10 @@ class SuppressionBuffer(Protocol):
     def evict_while(self, predicate: Callable[[], bool], callback: EvictCallback) -> int:
         """Pass head entries to ``callback`` (before removal) while ``predicate()`` holds."""
 
+    def evict_over(self, records_limit: int | None, bytes_limit: int | None,
+                   callback: EvictCallback) -> int:
+        """Evict head entries while over ``records_limit`` or ``bytes_limit`` (strictly)."""
+
     def evict_expired(self, expiry: int, callback: EvictCallback) -> int:
         """Evict, in order, every entry whose buffer time is ``<= expiry``."""
 
@@ -181,6 +185,27 @@ class TimeOrderedBuffer:
         """
         evicted = 0
         while self._index and predicate():
+            entry = self._head_entry()
+            callback(entry)
+            self._remove_head(entry)
+            evicted += 1
+        return evicted
+
+    def evict_over(self, records_limit: int | None, bytes_limit: int | None,
+                   callback: EvictCallback) -> int:
+        """Evict head entries while over a limit (``None``: no limit).
+
+        Over means ``num_records > records_limit`` or ``size_bytes > bytes_limit``; a bytes
+        limit needs ``track_bytes``.
+
+        :return: the number of evicted entries.
+        """
+        if bytes_limit is not None and not self._track_bytes:
+            raise ValueError("a bytes limit needs a buffer that tracks bytes")
+        index = self._index
+        evicted = 0
+        while index and ((records_limit is not None and len(index) > records_limit)
+                         or (bytes_limit is not None and self._bytes > bytes_limit)):
             entry = self._head_entry()
             callback(entry)
             self._remove_head(entry)

@@ -131,6 +131,7 @@ class SuppressProcessor:
         self._debug = debug_metrics
         self._buffer_time_of = buffer_time_of
         self._times = self.buffer._times  # the heap of buffer times (a live reference)
+        self._index = self.buffer._index  # key -> entry (a live reference)
         self._fast_update = not (debug_metrics or self.buffer.tracks_bytes)
         self.stream_time = NO_TIMESTAMP
 
@@ -161,7 +162,7 @@ class SuppressProcessor:
         if ts > self.stream_time:
             self.stream_time = ts
         if self._fast_update:
-            entry = self.buffer._index.get(key)
+            entry = self._index.get(key)
             if entry is not None:
                 entry.new, entry.old = change
                 entry.context = context
@@ -185,7 +186,7 @@ class SuppressProcessor:
                 self.metrics.sample()
         if self._bounded and self._over_capacity():
             if self._emit_early:
-                buffer.evict_while(self._over_capacity, self._emit_entry)
+                buffer.evict_over(self._records_limit, self._bytes_limit, self._emit_entry)
                 if self._debug:
                     self.metrics.sample()
             else:
@@ -193,11 +194,10 @@ class SuppressProcessor:
                                       buffer.size_bytes, self._bytes_limit)
 
     def _over_capacity(self) -> bool:
-        buffer = self.buffer
         records_limit = self._records_limit
         bytes_limit = self._bytes_limit
-        return (records_limit is not None and buffer.num_records > records_limit) or (
-            bytes_limit is not None and buffer.size_bytes > bytes_limit
+        return (records_limit is not None and len(self._index) > records_limit) or (
+            bytes_limit is not None and self.buffer.size_bytes > bytes_limit
         )
 
     def _emit_entry(self, entry: BufferedEntry) -> None:
@@ -205,6 +205,7 @@ class SuppressProcessor:
             return  # a window that ended as a tombstone has no final result
         self.metrics.emit_total += 1
         self._emit(entry.key, entry.new, entry.old, entry.context)
+
 
     def prior_value(self, key: Any) -> tuple[bool, Any]:
         """``(True, value downstream last saw)`` for a buffered key, else ``(False, None)``."""

@@ -42,6 +42,16 @@ class TestRecord:
         self.timestamp = timestamp
         self.headers: Headers = normalize_headers(headers)
 
+    @classmethod
+    def _of(cls, key: Any, value: Any, timestamp: int, headers: Headers) -> TestRecord:
+        """A record from values the runtime already validated (no checks, no copies)."""
+        record = object.__new__(cls)
+        record.key = key
+        record.value = value
+        record.timestamp = timestamp
+        record.headers = headers
+        return record
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TestRecord):
             return NotImplemented
@@ -149,12 +159,15 @@ class TestOutputTopic:
         self._driver = driver
         self._key_serde = key_serde
         self._value_serde = value_serde
+        self._plain = key_serde is None and value_serde is None
 
     def _queue(self) -> deque[Any] | None:
         return self._driver._outputs.get(self.name)
 
     def _convert(self, item: tuple[Any, ...]) -> TestRecord:
         key, value, kb, vb, ctx = item
+        if self._plain:
+            return TestRecord._of(key, value, ctx.timestamp, ctx.headers)
         if self._key_serde is not None:
             key = self._key_serde.deserialize(kb if kb is not None
                                               else self._key_serde.serialize(key))

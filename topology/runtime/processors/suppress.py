@@ -14,6 +14,8 @@ from ..graph import InternalProcessor
 
 __all__ = ("SuppressNodeProcessor",)
 
+_new_tuple = tuple.__new__  # builds Change without its Python-level __new__
+
 
 class SuppressNodeProcessor(InternalProcessor):
     """Feeds table changes to the suppression engine and forwards what it emits.
@@ -47,4 +49,4 @@ class SuppressNodeProcessor(InternalProcessor):
         self.engine.process_change(key, value, ctx)
 
     def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
-        self.forward(key, Change(new, old), ctx)
+        self.forward(key, _new_tuple(Change, (new, old)), ctx)

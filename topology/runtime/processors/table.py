@@ -26,6 +26,9 @@ __all__ = (
 )
 
 
+_new_tuple = tuple.__new__  # builds Change without its Python-level __new__
+
+
 def log_null_key(task: Any, ctx: RecordContext) -> None:
     """Count and log a record dropped for its ``None`` key (Kafka's wording)."""
     task.metrics.drop(DropReason.NULL_KEY)
@@ -58,7 +61,7 @@ class TableSourceProcessor(InternalProcessor):
         item = store.get_with_timestamp(key)
         store.put_with_timestamp(key, value, ctx.timestamp)
         old = item[0] if item is not None and self._old else None
-        self.forward(key, Change(value, old), ctx)
+        self.forward(key, _new_tuple(Change, (value, old)), ctx)
 
 
 class TableFilterProcessor(InternalProcessor):
