@@ -156,8 +156,11 @@ class TimeOrderedBuffer:
     def _head_entry(self) -> BufferedEntry:
         head = self._head
         if head is None:
-            head = self._head = sorted(self._buckets[self._times[0]].values(),
-                                       key=_key_bytes_of, reverse=True)
+            bucket = self._buckets[self._times[0]]
+            if len(bucket) == 1:
+                head = self._head = list(bucket.values())
+            else:
+                head = self._head = sorted(bucket.values(), key=_key_bytes_of, reverse=True)
         return head[-1]
 
     def _remove_head(self, entry: BufferedEntry) -> None:

@@ -172,32 +172,39 @@ class Task:
         queue = self._queue
         schedules = self._stream_schedules
         offsets = self._input_offsets
+        offset = offsets.get(topic, 0)
+        stream_time = self.stream_time
         late_n = late_sum = late_max = 0
         try:
             for record in records:
-                if type(record) is not tuple or len(record) != 3:
-                    other(record)
+                if type(record) is not tuple or len(record) != 3 or type(record[2]) is not int \
+                        or record[2] < 0:
+                    offsets[topic] = offset
+                    other(record)  # a TestRecord, headers, or a bad timestamp (raises)
+                    offset = offsets[topic]
+                    stream_time = self.stream_time
                     continue
                 key, value, ts = record
-                if type(ts) is not int or ts < 0:
-                    other(record)  # raises the driver's error for a bad timestamp
-                    continue
-                offset = offsets.get(topic, 0)
-                offsets[topic] = offset + 1
+                ctx = _new_tuple(RecordContext, (ts, offset, topic, 0, ()))
+                offset += 1
                 late_n += 1
-                if ts >= self.stream_time:
-                    self.stream_time = ts
+                if ts >= stream_time:
+                    stream_time = self.stream_time = ts
                 else:
-                    late = self.stream_time - ts
+                    late = stream_time - ts
                     late_sum += late
                     if late > late_max:
                         late_max = late
-                forward(key, value, _new_tuple(RecordContext, (ts, offset, topic, 0, ())))
-                if schedules:
-                    self._punctuate_stream_time()
-                if queue:
-                    self._drain()
+                forward(key, value, ctx)
+                if schedules or queue:
+                    offsets[topic] = offset
+                    if schedules:
+                        self._punctuate_stream_time()
+                    if queue:
+                        self._drain()
+                    stream_time = self.stream_time
         finally:
+            offsets[topic] = offset
             metrics.lateness_n += late_n
             metrics.lateness_sum += late_sum
             if late_max > metrics.lateness_max:

@@ -49,7 +49,7 @@ class TableSourceProcessor(InternalProcessor):
     def init(self, task: Any) -> None:
         """Bind the store."""
         self._task = task
-        self._store = task.stores[self._store_name]
+        self._upsert = task.stores[self._store_name].upsert
         self._old = self._send_old()
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
@@ -57,9 +57,7 @@ class TableSourceProcessor(InternalProcessor):
         if key is None:
             log_null_key(self._task, ctx)
             return
-        store = self._store
-        item = store.get_with_timestamp(key)
-        store.put_with_timestamp(key, value, ctx.timestamp)
+        item = self._upsert(key, value, ctx[0])
         old = item[0] if item is not None and self._old else None
         self.forward(key, _new_tuple(Change, (value, old)), ctx)
 

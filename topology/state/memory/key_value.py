@@ -47,6 +47,24 @@ class InMemoryKeyValueStore:
             self._order = None
         self._data[key] = (value, timestamp)
 
+    def upsert(self, key: Any, value: Any, timestamp: int) -> tuple[Any, int] | None:
+        """Store ``value`` at ``timestamp`` (``None`` deletes); return the previous item.
+
+        The previous item is ``(value, timestamp)`` or ``None``: one call for the
+        table-source hot path.
+        """
+        data = self._data
+        item = data.get(key)
+        if value is None:
+            if item is not None:
+                del data[key]
+                self._order = None
+        else:
+            if item is None:
+                self._order = None
+            data[key] = (value, timestamp)
+        return item
+
     # -- public key-value API ----------------------------------------------------------------
 
     def get(self, key: Any) -> Any:
