@@ -12,8 +12,9 @@ Output, metrics, drops and store contents are those of the two separate processo
 property test (tests/topology/test_fusion.py) runs random streams both ways and compares.
 
 Entry layout in a store bucket: ``[value, timestamp, old, context, prior]``, plus
-``[size, key bytes, prior bytes]`` when a ``max_bytes`` limit needs byte accounting (kept up to
-date on every update, as the separate buffer does). A ``None`` value
+``[size, base size, prior bytes, value bytes]`` when a ``max_bytes`` limit needs byte accounting
+(kept up to date on every update, as the separate buffer does; the base size is the part that
+never changes: 8 + key bytes + prior bytes). A ``None`` value
 is a window whose aggregate was deleted (the aggregator returned ``None``): absent for store
 readers, a pending tombstone for the suppression, dropped at emission as final results do.
 """
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from suppress.config import BufferFullStrategy
-from suppress.entry import RecordContext, entry_size
+from suppress.entry import RecordContext, context_size, entry_size
 from suppress.errors import BufferFullError
 
 from ...record import Change
@@ -36,7 +37,7 @@ from .table import log_null_key
 
 __all__ = ("FusedFinalResults", "can_fuse")
 
-_VALUE, _TS, _OLD, _CTX, _PRIOR, _SIZE, _KEY_BYTES, _PRIOR_BYTES = range(8)
+_VALUE, _TS, _OLD, _CTX, _PRIOR, _SIZE, _BASE, _PRIOR_BYTES, _VALUE_BYTES = range(9)
 _new_tuple = tuple.__new__
 
 
@@ -84,6 +85,7 @@ class FusedFinalResults:
         self._track_bytes = cfg.bytes_limit is not None
         self._closed_up_to = aggregate.stream_time - self._grace
         self._windows_cache: dict[int, Window] = {}
+        self._topic_sizes: dict[str, int] = {}
         self._metrics._buffer = self  # type: ignore[assignment]
 
     # -- the step ----------------------------------------------------------------------------
@@ -108,12 +110,12 @@ class FusedFinalResults:
 
     def step(self) -> Callable[[Any, Any, RecordContext], None]:
         """The function to run as the aggregation's ``process``."""
-        if self._tumbling and not self._track_bytes:
+        if self._tumbling:
             return self._tumbling_step()
         return self.process
 
     def _tumbling_step(self) -> Callable[[Any, Any, RecordContext], None]:
-        """:meth:`process` for tumbling windows without byte accounting, as a closure.
+        """:meth:`process` for tumbling windows, as a closure.
 
         The hot path of final results: an update to a live entry of the window last written
         touches only local names and the entry. Anything else goes through :meth:`_update`.
@@ -123,6 +125,9 @@ class FusedFinalResults:
         update, emit_closed = self._update, self._emit_closed
         buckets = store._by_start
         last_start, last_bucket, last_version = -1, {}, -1
+        track, check = self._track_bytes, self._bounded
+        value_bytes, context_size_of = self._value_bytes, self._context_size
+        check_capacity = self._check_capacity
 
         def step(key: Any, value: Any, ctx: RecordContext) -> None:
             nonlocal last_start, last_bucket, last_version
@@ -142,11 +147,23 @@ class FusedFinalResults:
                 entry = last_bucket.get(key)
                 if entry is not None and entry[0] is not None:
                     old = entry[0]
-                    entry[0] = aggregator(key, value, old)
+                    new = entry[0] = aggregator(key, value, old)
                     if ts > entry[1]:
                         entry[1] = ts
                     entry[2] = old
                     entry[3] = ctx
+                    if track:  # the size arithmetic of _resize, inline
+                        old_bytes = entry[8]
+                        new_bytes = entry[8] = None if new is None else value_bytes(new)
+                        grown = entry[6] + context_size_of(ctx) - entry[5]
+                        if old_bytes is not None and old_bytes != entry[7]:
+                            grown += len(old_bytes)
+                        if new_bytes is not None:
+                            grown += len(new_bytes)
+                        entry[5] += grown
+                        self._bytes += grown
+                    if check:
+                        check_capacity()
                     return
             update(key, value, ctx, ts, start, size)
             if start + size > self._closed_up_to:
@@ -174,8 +191,8 @@ class FusedFinalResults:
             if self._track_bytes:
                 kb = self._key_bytes(_new_tuple(Windowed, (key, self._window(start)))) or b""
                 pb = None if old is None else self._value_bytes(old)
-                entry += [0, kb, pb]
-                self._resize(entry)
+                entry += [0, 8 + len(kb) + (0 if pb is None else len(pb)), pb, None]
+                self._resize(entry, pb)
         else:
             old = entry[_VALUE]
             if old is None:  # deleted earlier in this window: start again, prior kept
@@ -183,14 +200,16 @@ class FusedFinalResults:
                 entry[_VALUE] = value if self._initializer is None else self._aggregator(
                     key, value, old)
                 entry[_TS] = ts
+                old_bytes = None if old is None else self._value_bytes(old)
             else:
                 entry[_VALUE] = self._aggregator(key, value, old)
                 if ts > entry[_TS]:
                     entry[_TS] = ts
+                old_bytes = entry[_VALUE_BYTES] if self._track_bytes else None
             entry[_OLD] = old
             entry[_CTX] = ctx
             if self._track_bytes:
-                self._resize(entry)
+                self._resize(entry, old_bytes)
         if self._bounded:
             self._check_capacity()
 
@@ -202,15 +221,27 @@ class FusedFinalResults:
             window = self._windows_cache[start] = Window(start, start + self._size)
         return window
 
-    def _resize(self, entry: list[Any]) -> None:
-        ser = self._value_bytes
-        old = entry[_OLD]
+    def _resize(self, entry: list[Any], old_bytes: bytes | None) -> None:
+        """Recompute an entry's size after an update; ``old_bytes`` are its old value's."""
         new = entry[_VALUE]
-        size = entry_size(entry[_KEY_BYTES], entry[_PRIOR_BYTES],
-                          None if old is None else ser(old), None if new is None else ser(new),
-                          entry[_CTX])
+        new_bytes = None if new is None else self._value_bytes(new)
+        size = entry[_BASE] + self._context_size(entry[_CTX])
+        if old_bytes is not None and old_bytes != entry[_PRIOR_BYTES]:
+            size += len(old_bytes)
+        if new_bytes is not None:
+            size += len(new_bytes)
+        entry[_VALUE_BYTES] = new_bytes
         self._bytes += size - entry[_SIZE]
         entry[_SIZE] = size
+
+    def _context_size(self, ctx: RecordContext) -> int:
+        """``context_size(ctx)``, memoized per topic for contexts without headers."""
+        if ctx[4]:
+            return context_size(ctx)
+        size = self._topic_sizes.get(ctx[2])
+        if size is None:
+            size = self._topic_sizes[ctx[2]] = context_size(ctx)
+        return size
 
     def _check_capacity(self) -> None:
         records_limit = self._records_limit
