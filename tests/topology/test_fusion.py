@@ -17,9 +17,10 @@ from topology.runtime.processors.fused import FusedFinalResults
 AGGREGATIONS = {
     "count": lambda w: w.count(),
     "reduce": lambda w: w.reduce(lambda agg, v: agg + v),
-    # returns None (deletes the window) when the running sum hits a multiple of 7
-    "aggregate": lambda w: w.aggregate(lambda: 0, lambda k, v, agg: None if (
-        (agg or 0) + (v or 0)) % 7 == 0 else (agg or 0) + (v or 0)),
+    # deletes the window (returns None) on a 13; often returns to the initializer's 0, so an
+    # old value can equal the prior one (byte accounting counts it once)
+    "aggregate": lambda w: w.aggregate(
+        lambda: 0, lambda k, v, agg: None if v == 13 else (agg + (v or 0)) % 4),
 }
 
 
@@ -95,3 +96,15 @@ def test_fusion_needs_the_suppression_as_only_child() -> None:
      .to_stream().to("out"))
     with TopologyTestDriver(b.build()) as d:
         assert not d._task.fused
+
+
+def test_byte_accounting_counts_an_old_value_equal_to_the_prior_once() -> None:
+    # the window goes 0 -> 1 -> 0 -> 2: at the third update old (1) differs from the prior (0),
+    # at the fourth old (0) equals the prior and is counted once
+    rows = [("k", 4, 1, None), ("k", 1, 2, None), ("k", 3, 3, None), ("k", 2, 4, None),
+            ("k", 2, 5, [("h", b"x")])]
+    buffer = BufferConfig.max_bytes(10_000).shut_down_when_full()
+    topology = build("aggregate", 100, 100, 0, buffer)
+    fused, separate = run(topology, rows, debug=False), run(topology, rows, debug=True)
+    assert fused == separate
+    assert len({step[4] for step in fused}) > 1  # the size really changed along the way
