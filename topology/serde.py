@@ -239,9 +239,26 @@ def fallback_bytes(value: Any) -> bytes:
         return pickle.dumps(value)
 
 
+_PACK_LONG = struct.Struct(">q").pack
+
+
+def _serialize_long(value: Any) -> bytes | None:
+    """``Serdes.long().serialize`` with the common case (a plain int in range) first."""
+    if type(value) is int and -(2**63) <= value < 2**63:
+        return _PACK_LONG(value)
+    return _LONG.serialize(value)  # None, or the serde's own error for anything else
+
+
 def serializer_of(serde: Serde[Any] | None) -> Callable[[Any], bytes | None]:
-    """The serialize function of ``serde``, or :func:`fallback_bytes` without one."""
-    return fallback_bytes if serde is None else serde.serialize
+    """The serialize function of ``serde``, or :func:`fallback_bytes` without one.
+
+    For ``Serdes.long()`` (counts) it is a faster function with the same results.
+    """
+    if serde is None:
+        return fallback_bytes
+    if serde is _LONG:
+        return _serialize_long
+    return serde.serialize
 
 
 def windowed_serializer(inner: Serde[Any] | None, session: bool

@@ -282,3 +282,15 @@ def test_generated_names_follow_kafka_numbering() -> None:
     b2 = StreamsBuilder()
     b2.table("in")
     assert "in-STATE-STORE-0000000000" in b2.build().describe()
+
+
+def test_fast_long_serializer_matches_the_serde() -> None:
+    from topology.errors import TopologyError
+    from topology.serde import serializer_of
+
+    fast, slow = serializer_of(Serdes.long()), Serdes.long().serialize
+    for value in (0, 1, -1, 2**63 - 1, -(2**63), None):
+        assert fast(value) == slow(value)
+    for bad in (2**63, True, "1", 1.5):
+        with pytest.raises(TopologyError):
+            fast(bad)
