@@ -176,59 +176,10 @@ class WindowedAggregateProcessor(InternalProcessor):
         self.stream_time = NO_TIMESTAMP
 
     def init(self, task: Any) -> None:
-        """Bind the store; tumbling windows take the one-window path."""
+        """Bind the store."""
         self._task = task
         self._store = task.stores[self._store_name]
         self._old = self._send_old()
-        self._closed_up_to = expiry(self.stream_time, self._windows.grace_ms)
-        self._last_start = -1
-        self._last_bucket: dict[Any, Any] | None = None
-        self._last_version = -1
-        if self._tumbling:
-            self.process = self._process_tumbling  # type: ignore[method-assign]
-
-    def _process_tumbling(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        """:meth:`process` for tumbling windows: one window per record, its bucket cached."""
-        if key is None:
-            log_null_key(self._task, ctx)
-            return
-        ts = ctx[0]
-        if ts > self.stream_time:
-            self.stream_time = ts
-            self._closed_up_to = expiry(ts, self._windows.grace_ms)
-        size = self._windows.size_ms
-        start = ts - ts % size
-        if start + size <= self._closed_up_to:  # the close rule of suppress.time
-            self._drop_expired(ctx, start, start + size)
-            return
-        store = self._store
-        bucket = self._last_bucket
-        if start != self._last_start or store.layout_version != self._last_version:
-            bucket = self._last_bucket = store.bucket(start)
-            self._last_start = start
-            self._last_version = store.layout_version
-        item = None if bucket is None else bucket.get(key)
-        if item is None:
-            out_ts = ts
-            if self._initializer is None:
-                old, new = None, value
-            else:
-                old = self._initializer()
-                new = self._aggregator(key, value, old)
-        else:
-            old = item[0]
-            out_ts = item[1] if item[1] > ts else ts
-            new = self._aggregator(key, value, old)
-        if new is None or bucket is None:
-            store.put_with_timestamp(key, new, start, out_ts)
-        else:
-            bucket[key] = (new, out_ts)
-        window = self._window_cache.get(start)
-        if window is None:
-            window = self._window_of(start, start + size)
-        self.forward(_new_tuple(Windowed, (key, window)),
-                     _new_tuple(Change, (new, old if self._old else None)),
-                     ctx if out_ts == ts else ctx._replace(timestamp=out_ts))
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Update every open window of the record; drop it for the closed ones.
@@ -272,7 +223,8 @@ class WindowedAggregateProcessor(InternalProcessor):
             window = self._window_cache.get(start)
             if window is None:
                 window = self._window_of(start, end)
-            self.forward(Windowed(key, window), Change(new, old if self._old else None),
+            self.forward(_new_tuple(Windowed, (key, window)),
+                         _new_tuple(Change, (new, old if self._old else None)),
                          ctx if out_ts == ts else ctx._replace(timestamp=out_ts))
 
     def _window_of(self, start: int, end: int) -> Window:
