@@ -284,13 +284,18 @@ def test_generated_names_follow_kafka_numbering() -> None:
     assert "in-STATE-STORE-0000000000" in b2.build().describe()
 
 
-def test_fast_long_serializer_matches_the_serde() -> None:
+@pytest.mark.parametrize(("serde", "good", "bad"), [
+    (Serdes.long(), (0, 1, -1, 2**63 - 1, -(2**63), None), (2**63, True, "1", 1.5)),
+    (Serdes.string(), ("", "a", "é€", None), (b"a", 1, 1.5)),
+])
+def test_fast_serializers_match_the_serde(serde, good, bad) -> None:
     from topology.errors import TopologyError
     from topology.serde import serializer_of
 
-    fast, slow = serializer_of(Serdes.long()), Serdes.long().serialize
-    for value in (0, 1, -1, 2**63 - 1, -(2**63), None):
-        assert fast(value) == slow(value)
-    for bad in (2**63, True, "1", 1.5):
+    fast = serializer_of(serde)
+    assert fast is not serde.serialize
+    for value in good:
+        assert fast(value) == serde.serialize(value)
+    for value in bad:
         with pytest.raises(TopologyError):
-            fast(bad)
+            fast(value)
