@@ -157,10 +157,8 @@ class TimeOrderedBuffer:
         head = self._head
         if head is None:
             bucket = self._buckets[self._times[0]]
-            if len(bucket) == 1:
-                head = self._head = list(bucket.values())
-            else:
-                head = self._head = sorted(bucket.values(), key=_key_bytes_of, reverse=True)
+            head = self._head = sorted(bucket.values(), key=_key_bytes_of)
+            head.reverse()  # popped from the end; equal key bytes keep their buffering order
         return head[-1]
 
     def _remove_head(self, entry: BufferedEntry) -> None:
@@ -306,4 +304,4 @@ class TimeOrderedBuffer:
         if self._head is not None:
             assert self._times, "head cache without entries"
             bucket = self._buckets[self._times[0]]
-            assert self._head == sorted(bucket.values(), key=_key_bytes_of, reverse=True)
+            assert self._head == sorted(bucket.values(), key=_key_bytes_of)[::-1]

@@ -413,3 +413,68 @@ def test_metrics_is_a_dict_with_the_documented_names() -> None:
             assert name in metrics, name
         assert float(metrics["dropped-records-total"]) == 1.0
         assert float(metrics["suppression-emit-total"]) == 1.0
+
+
+class _OffsetSpy:
+    """A user processor recording (topic, offset, key) and failing on value 'boom'."""
+
+    def __init__(self, seen: list) -> None:
+        from topology.runtime.api import Processor
+
+        class Spy(Processor):
+            def process(self, record) -> None:
+                seen.append((self.context.topic, self.context.offset, record.key))
+                if record.value == "boom":
+                    raise RuntimeError("boom")
+                self.context.forward(record)
+
+        self.cls = Spy
+
+
+def test_offsets_stay_consecutive_after_a_failure_inside_pipe_records() -> None:
+    from topology import StreamsBuilder as SB
+    from topology import TestRecord as TR
+    from topology import TopologyTestDriver as TTD
+
+    seen: list = []
+    spy = _OffsetSpy(seen).cls
+    b = SB()
+    b.stream("in").process(spy).to("out")
+    with TTD(b.build()) as d:
+        inp = d.create_input_topic("in")
+        inp.pipe_input("a", "ok", 1)
+        with pytest.raises(RuntimeError):
+            inp.pipe_records([TR("b", "boom", 2)])
+        with pytest.raises(RuntimeError):
+            inp.pipe_records([("c", "boom", 3, [("h", b"1")])])
+        inp.pipe_records([("d", "ok", 4)])
+        inp.pipe_input("e", "ok", 5)
+    assert [offset for _, offset, _ in seen] == [0, 1, 2, 3, 4]
+
+
+def test_a_topic_written_by_a_sink_and_piped_shares_one_offset_sequence() -> None:
+    from topology import StreamsBuilder as SB
+    from topology import TopologyTestDriver as TTD
+
+    seen: list = []
+    spy = _OffsetSpy(seen).cls
+    b = SB()
+    b.stream("a").to("b")
+    b.stream("b").process(spy).to("out")
+    with TTD(b.build()) as d:
+        ta, tb = d.create_input_topic("a"), d.create_input_topic("b")
+        ta.pipe_input("x", 1, 1)
+        tb.pipe_input("y", 1, 2)
+        ta.pipe_records([("z", 1, 3)])
+    assert seen == [("b", 0, "x"), ("b", 1, "y"), ("b", 2, "z")]
+
+
+def test_piping_no_records_is_not_an_error() -> None:
+    from topology import StreamsBuilder as SB
+    from topology import TopologyTestDriver as TTD
+
+    b = SB()
+    b.stream("in").to("out")
+    with TTD(b.build()) as d:
+        d.create_input_topic("in").pipe_records([])
+        d.create_input_topic("elsewhere").pipe_records([])

@@ -108,3 +108,84 @@ def test_byte_accounting_counts_an_old_value_equal_to_the_prior_once() -> None:
     fused, separate = run(topology, rows, debug=False), run(topology, rows, debug=True)
     assert fused == separate
     assert len({step[4] for step in fused}) > 1  # the size really changed along the way
+
+
+def _final_count_topology(store_name: str = "S", peek=None):
+    from topology import Materialized
+
+    b = StreamsBuilder()
+    stream = (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+              .count(Materialized(store_name))
+              .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream())
+    if peek is not None:
+        stream = stream.peek(peek)
+    stream.to("out")
+    return b.build()
+
+
+def _both_ways(script):
+    """Run ``script(driver)`` fused (INFO) and separate (DEBUG); return both results."""
+    results = []
+    for level in ("INFO", "DEBUG"):
+        with TopologyTestDriver(_final_count_topology(), {"metrics_recording_level": level}) as d:
+            results.append(script(d))
+    return results
+
+
+def test_store_writes_between_records_behave_as_without_fusion() -> None:
+    def script(case):
+        def run_case(d):
+            inp, out, store = (d.create_input_topic("in"), d.create_output_topic("out"),
+                               d.get_window_store("S"))
+            inp.pipe_input("a", "v", 1)
+            if case == "put-existing":
+                store.put("a", 99, 0)
+            elif case == "delete":
+                store.put("a", None, 0)
+            elif case == "put-future":
+                store.put("x", 5, 1000)
+            inp.pipe_input("a", "v", 2)
+            inp.pipe_input("z", "v", 3000)
+            m = d.metrics()
+            return ([(r.key, r.value, r.timestamp) for r in out.read_records_to_list()],
+                    m["suppression-buffer-count"], m["suppression-buffer-size"],
+                    list(store.all()))
+        return run_case
+
+    for case in ("put-existing", "delete", "put-future"):
+        fused, separate = _both_ways(script(case))
+        assert fused == separate, case
+
+
+def test_a_failure_downstream_during_emission_loses_nothing() -> None:
+    def run_case(level):
+        failed = []
+
+        def flaky(key, value):
+            if key.key == "b" and not failed:
+                failed.append(1)
+                raise RuntimeError("transient")
+
+        topology = _final_count_topology(peek=flaky)
+        with TopologyTestDriver(topology, {"metrics_recording_level": level}) as d:
+            inp, out = d.create_input_topic("in"), d.create_output_topic("out")
+            for key, ts in [("a", 1), ("b", 2), ("c", 3), ("z", 30), ("y", 30), ("x", 55)]:
+                try:
+                    inp.pipe_input(key, "v", ts)
+                except RuntimeError:
+                    pass
+            return [(r.key.key, r.key.window.start, r.value) for r in out.read_records_to_list()]
+
+    assert run_case("INFO") == run_case("DEBUG") == [
+        ("a", 0, 1), ("b", 0, 1), ("c", 0, 1), ("y", 30, 1), ("z", 30, 1)]
+
+
+def test_keys_with_equal_bytes_keep_their_buffering_order() -> None:
+    def script(d):
+        inp, out = d.create_input_topic("in"), d.create_output_topic("out")
+        for key, ts in [("a", 1), (b"a", 2), ("z", 30)]:
+            inp.pipe_input(key, 1, ts)
+        return [(r.key.key, r.value) for r in out.read_records_to_list()]
+
+    fused, separate = _both_ways(script)
+    assert fused == separate == [("a", 1), (b"a", 1)]

@@ -78,8 +78,7 @@ class Task:
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
         self._output = output
         self._queue: deque[tuple[str, Any, Any, RecordContext]] = deque()
-        self._offsets: dict[str, int] = {}
-        self._input_offsets: dict[str, int] = {}
+        self._offsets: dict[str, int] = {}  # next offset per topic, piped or re-queued
         self._stream_schedules: list[_Schedule] = []
         self._wall_schedules: list[_Schedule] = []
         self.processors: dict[str, InternalProcessor] = {}
@@ -136,7 +135,7 @@ class Task:
         source = self.sources.get(topic)
         if source is None:
             raise UnknownTopicError(f"Unknown topic: {topic}")
-        offsets = self._input_offsets
+        offsets = self._offsets
         offset = offsets.get(topic, 0)
         offsets[topic] = offset + 1
         ctx = _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers))
@@ -167,11 +166,11 @@ class Task:
         :raises ValueError: for a timestamp that is not a non-negative int; the records
             before it have been processed.
         """
-        forward = self._entry(topic)
+        forward = None  # resolved at the first plain record: piping nothing is not an error
         metrics = self.metrics
         queue = self._queue
         schedules = self._stream_schedules
-        offsets = self._input_offsets
+        offsets = self._offsets
         offset = offsets.get(topic, 0)
         stream_time = self.stream_time
         late_n = late_sum = late_max = 0
@@ -180,13 +179,18 @@ class Task:
                 if type(record) is not tuple or len(record) != 3 or type(record[2]) is not int \
                         or record[2] < 0:
                     offsets[topic] = offset
-                    other(record)  # a TestRecord, headers, or a bad timestamp (raises)
-                    offset = offsets[topic]
-                    stream_time = self.stream_time
+                    try:
+                        other(record)  # a TestRecord, headers, or a bad timestamp (raises)
+                    finally:
+                        offset = offsets[topic]
+                        stream_time = self.stream_time
                     continue
                 key, value, ts = record
+                if forward is None:
+                    forward = self._entry(topic)
                 ctx = _new_tuple(RecordContext, (ts, offset, topic, 0, ()))
                 offset += 1
+                offsets[topic] = offset  # current even if this record writes to its own topic
                 late_n += 1
                 if ts >= stream_time:
                     stream_time = self.stream_time = ts
@@ -197,12 +201,14 @@ class Task:
                         late_max = late
                 forward(key, value, ctx)
                 if schedules or queue:
-                    offsets[topic] = offset
-                    if schedules:
-                        self._punctuate_stream_time()
-                    if queue:
-                        self._drain()
-                    stream_time = self.stream_time
+                    try:
+                        if schedules:
+                            self._punctuate_stream_time()
+                        if queue:
+                            self._drain()
+                    finally:
+                        offset = offsets[topic]
+                        stream_time = self.stream_time
         finally:
             offsets[topic] = offset
             metrics.lateness_n += late_n

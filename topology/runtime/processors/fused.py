@@ -1,22 +1,25 @@
 """Fused final results: a time-windowed aggregation and its ``until_window_closes``.
 
 When a windowed aggregation's only child is a final-results suppression (strict buffer:
-unbounded or shut down when full; DEBUG metrics off), the task runs both in one step. The
-suppression buffer is then implicit: for final results, every window updated and not yet
-closed is buffered, and nothing else is. So the fused path keeps, next to each window's value
-in the window store, what the buffer would hold (the latest old value, the latest record
-context and the prior value), and at close emits each window's latest change in
-(window end, key bytes) order.
+unbounded or shut down when full; DEBUG metrics off), the task runs both in one step. It does
+what the two separate processors do, in the same order, without the objects they pass
+between them (a ``Windowed`` key and a ``Change`` per update) and with a buffer shaped for
+final results: entries grouped by window start, since a window's end is its buffer time.
 
-Output, metrics, drops and store contents are those of the two separate processors; a
-property test (tests/topology/test_fusion.py) runs random streams both ways and compares.
+Per accepted window update, as the separate path: the aggregate is read from and written to
+the window store; the change is buffered (a new entry keeps the old value as its prior; an
+update keeps the prior and replaces value, timestamp, old value and context); every buffered
+window with ``end <= T - grace`` is emitted in (window end, key bytes) order, each entry
+removed only after its record went downstream; then the capacity is checked.
+Windows that ended deleted (the aggregator returned ``None``) are dropped at emission.
 
-Entry layout in a store bucket: ``[value, timestamp, old, context, prior]``, plus
-``[size, base size, prior bytes, value bytes]`` when a ``max_bytes`` limit needs byte accounting
-(kept up to date on every update, as the separate buffer does; the base size is the part that
-never changes: 8 + key bytes + prior bytes). A ``None`` value
-is a window whose aggregate was deleted (the aggregator returned ``None``): absent for store
-readers, a pending tombstone for the suppression, dropped at emission as final results do.
+A property test (tests/topology/test_fusion.py) runs random streams both ways (DEBUG metrics
+turn fusion off) and compares outputs, errors, drops, metrics and store contents.
+
+Buffer entry layout: ``[value, timestamp, old, context, prior]``, plus
+``[size, base size, prior bytes, value bytes]`` when a ``max_bytes`` limit needs byte
+accounting (kept up to date on every update as the separate buffer does; the base size is the
+part that never changes: 8 + key bytes + prior bytes).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = ("FusedFinalResults", "can_fuse")
 
 _VALUE, _TS, _OLD, _CTX, _PRIOR, _SIZE, _BASE, _PRIOR_BYTES, _VALUE_BYTES = range(9)
 _new_tuple = tuple.__new__
+Step = Callable[[Any, Any, RecordContext], None]
 
 
 def can_fuse(aggregate: Any, child: Any, debug_metrics: bool) -> bool:
@@ -51,11 +55,14 @@ def can_fuse(aggregate: Any, child: Any, debug_metrics: bool) -> bool:
     return child.suppressed.final_results and cfg.strategy is BufferFullStrategy.SHUT_DOWN
 
 
-class FusedFinalResults:
-    """The combined step; installed as the aggregation's ``process``.
+def _key_bytes_of(item: tuple[bytes, Any, list[Any]]) -> bytes:
+    return item[0]
 
-    Also serves as the suppression's buffer view for metrics (``num_records``,
-    ``size_bytes``), computed on demand.
+
+class FusedFinalResults:
+    """The combined step, installed as the aggregation's ``process`` (see :meth:`step`).
+
+    Also the suppression's buffer as its metrics see it (``num_records``, ``size_bytes``).
     """
 
     def __init__(self, aggregate: WindowedAggregateProcessor,
@@ -74,10 +81,10 @@ class FusedFinalResults:
         self._metrics = suppress.engine.metrics
         self._key_bytes = suppress.key_serializer
         self._value_bytes = suppress.value_serializer
-        self._pending: list[int] = []  # heap of window starts with buffered entries
-        self._pending_set: set[int] = set()
-        self._count = 0  # buffered entries
-        self._bytes = 0  # their size, when tracked
+        self._buffer: dict[int, dict[Any, list[Any]]] = {}  # window start -> key -> entry
+        self._starts: list[int] = []  # heap of the buffer's window starts
+        self._count = 0
+        self._bytes = 0  # kept only with a bytes limit
         cfg = suppress.suppressed.buffer_config
         self._records_limit = cfg.records_limit
         self._bytes_limit = cfg.bytes_limit
@@ -90,47 +97,44 @@ class FusedFinalResults:
 
     # -- the step ----------------------------------------------------------------------------
 
+    def step(self) -> Step:
+        """The function to run as the aggregation's ``process``."""
+        return self._tumbling_step() if self._tumbling else self.process
+
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        """Aggregate the record into its open windows; emit the windows that closed."""
+        """Aggregate the record into each of its windows, as the separate processors do."""
         if key is None:
             log_null_key(self._task, ctx)
             return
-        agg = self._agg
         ts = ctx[0]
+        agg = self._agg
         if ts > agg.stream_time:
             agg.stream_time = ts
             # suppress.time's close rule: closed iff end <= expiry(T, grace) = T - grace
-            closed = self._closed_up_to = ts - self._grace
-            pending = self._pending
-            if pending and pending[0] + self._size <= closed:
-                self._emit_closed(closed)
+            self._closed_up_to = ts - self._grace
         size = self._size
         for start in self._windows.window_starts(ts):
             self._update(key, value, ctx, ts, start, size)
 
-    def step(self) -> Callable[[Any, Any, RecordContext], None]:
-        """The function to run as the aggregation's ``process``."""
-        if self._tumbling:
-            return self._tumbling_step()
-        return self.process
+    def _tumbling_step(self) -> Step:
+        """:meth:`process` for tumbling windows, as a closure over local names.
 
-    def _tumbling_step(self) -> Callable[[Any, Any, RecordContext], None]:
-        """:meth:`process` for tumbling windows, as a closure.
-
-        The hot path of final results: an update to a live entry of the window last written
-        touches only local names and the entry. Anything else goes through :meth:`_update`.
+        The hot path of final results: an update to a key already buffered in the window
+        last written only touches the store bucket and the buffer entry. Anything else goes
+        through :meth:`_update`.
         """
-        agg, store, task, pending = self._agg, self._store, self._task, self._pending
+        agg, store, task = self._agg, self._store, self._task
         size, grace, aggregator = self._size, self._grace, self._aggregator
-        update, emit_closed = self._update, self._emit_closed
-        buckets = store._by_start
-        last_start, last_bucket, last_version = -1, {}, -1
-        track, check = self._track_bytes, self._bounded
-        value_bytes, context_size_of = self._value_bytes, self._context_size
-        check_capacity = self._check_capacity
+        update, emit_closed, check_capacity = self._update, self._emit_closed, self._check_capacity
+        starts = self._starts
+        track, bounded = self._track_bytes, self._bounded
+        resize = self._resize
+        last_start, last_version = -1, -1
+        last_bucket: dict[Any, Any] = {}
+        last_entries: dict[Any, list[Any]] = {}
 
         def step(key: Any, value: Any, ctx: RecordContext) -> None:
-            nonlocal last_start, last_bucket, last_version
+            nonlocal last_start, last_version, last_bucket, last_entries
             if key is None:
                 log_null_key(task, ctx)
                 return
@@ -138,80 +142,99 @@ class FusedFinalResults:
             if ts > agg.stream_time:
                 agg.stream_time = ts
                 # suppress.time's close rule: closed iff end <= expiry(T, grace) = T - grace
-                closed = self._closed_up_to = ts - grace
-                if pending and pending[0] + size <= closed:
-                    emit_closed(closed)
+                self._closed_up_to = ts - grace
             start = ts - ts % size
+            closed = self._closed_up_to
             if start == last_start and store.layout_version == last_version \
-                    and start + size > self._closed_up_to:
-                entry = last_bucket.get(key)
-                if entry is not None and entry[0] is not None:
-                    old = entry[0]
-                    new = entry[0] = aggregator(key, value, old)
-                    if ts > entry[1]:
-                        entry[1] = ts
+                    and start + size > closed:
+                item = last_bucket.get(key)
+                entry = last_entries.get(key)
+                if item is not None and entry is not None:
+                    old = item[0]
+                    new = aggregator(key, value, old)
+                    out_ts = item[1] if item[1] > ts else ts
+                    if new is None:
+                        store.put_with_timestamp(key, None, start, out_ts)  # a delete
+                    else:
+                        last_bucket[key] = (new, out_ts)
+                    if track:
+                        known = old is entry[0]
+                        old_bytes = entry[8] if known else None
+                    entry[0] = new
+                    entry[1] = out_ts
                     entry[2] = old
                     entry[3] = ctx
-                    if track:  # the size arithmetic of _resize, inline
-                        old_bytes = entry[8]
-                        new_bytes = entry[8] = None if new is None else value_bytes(new)
-                        grown = entry[6] + context_size_of(ctx) - entry[5]
-                        if old_bytes is not None and old_bytes != entry[7]:
-                            grown += len(old_bytes)
-                        if new_bytes is not None:
-                            grown += len(new_bytes)
-                        entry[5] += grown
-                        self._bytes += grown
-                    if check:
+                    if track:
+                        resize(entry, old_bytes, not known and old is not None)
+                    if starts[0] + size <= closed:
+                        emit_closed(closed)
+                    if bounded:
                         check_capacity()
                     return
             update(key, value, ctx, ts, start, size)
             if start + size > self._closed_up_to:
-                last_start, last_bucket = start, buckets[start]
-                last_version = store.layout_version
+                bucket = store.bucket(start)
+                if bucket is not None:
+                    last_start, last_bucket = start, bucket
+                    last_entries = self._buffer[start]
+                    last_version = store.layout_version
 
         return step
 
     def _update(self, key: Any, value: Any, ctx: RecordContext, ts: int, start: int,
                 size: int) -> None:
+        """One window update: aggregate, store, buffer, capacity check, emission."""
         if start + size <= self._closed_up_to:
             self._agg._drop_expired(ctx, start, start + size)
             return
-        bucket = self._store.bucket(start)
-        assert bucket is not None  # an open window is always within retention
-        entry = bucket.get(key)
+        store = self._store
+        bucket = store.bucket(start)
+        item = None if bucket is None else bucket.get(key)
+        if item is None:
+            out_ts = ts
+            if self._initializer is None:
+                old, new = None, value
+            else:
+                old = self._initializer()
+                new = self._aggregator(key, value, old)
+        else:
+            old = item[0]
+            out_ts = item[1] if item[1] > ts else ts
+            new = self._aggregator(key, value, old)
+        if new is None or bucket is None:
+            store.put_with_timestamp(key, new, start, out_ts)
+        else:
+            bucket[key] = (new, out_ts)
+        self._buffer_change(key, start, new, out_ts, old, ctx)
+        if self._starts[0] + size <= self._closed_up_to:  # time eviction, then capacity
+            self._emit_closed(self._closed_up_to)
+        if self._bounded:
+            self._check_capacity()
+
+    def _buffer_change(self, key: Any, start: int, new: Any, out_ts: int, old: Any,
+                       ctx: RecordContext) -> None:
+        entries = self._buffer.get(start)
+        if entries is None:
+            entries = self._buffer[start] = {}
+            heapq.heappush(self._starts, start)
+        entry = entries.get(key)
         if entry is None:
-            old = None if self._initializer is None else self._initializer()
-            new = value if self._initializer is None else self._aggregator(key, value, old)
-            entry = bucket[key] = [new, ts, old, ctx, old]
+            entry = entries[key] = [new, out_ts, old, ctx, old]
             self._count += 1
-            if start not in self._pending_set:
-                self._pending_set.add(start)
-                heapq.heappush(self._pending, start)
             if self._track_bytes:
                 kb = self._key_bytes(_new_tuple(Windowed, (key, self._window(start)))) or b""
                 pb = None if old is None else self._value_bytes(old)
                 entry += [0, 8 + len(kb) + (0 if pb is None else len(pb)), pb, None]
-                self._resize(entry, pb)
-        else:
-            old = entry[_VALUE]
-            if old is None:  # deleted earlier in this window: start again, prior kept
-                old = None if self._initializer is None else self._initializer()
-                entry[_VALUE] = value if self._initializer is None else self._aggregator(
-                    key, value, old)
-                entry[_TS] = ts
-                old_bytes = None if old is None else self._value_bytes(old)
-            else:
-                entry[_VALUE] = self._aggregator(key, value, old)
-                if ts > entry[_TS]:
-                    entry[_TS] = ts
-                old_bytes = entry[_VALUE_BYTES] if self._track_bytes else None
-            entry[_OLD] = old
-            entry[_CTX] = ctx
-            if self._track_bytes:
-                self._resize(entry, old_bytes)
-        if self._bounded:
-            self._check_capacity()
+                self._resize(entry, pb, False)
+            return
+        old_bytes = entry[_VALUE_BYTES] if self._track_bytes and old is entry[0] else None
+        unknown_old = old is not entry[_VALUE] and old is not None
+        entry[_VALUE] = new
+        entry[_TS] = out_ts
+        entry[_OLD] = old
+        entry[_CTX] = ctx
+        if self._track_bytes:
+            self._resize(entry, old_bytes, unknown_old)
 
     def _window(self, start: int) -> Window:
         window = self._windows_cache.get(start)
@@ -221,8 +244,14 @@ class FusedFinalResults:
             window = self._windows_cache[start] = Window(start, start + self._size)
         return window
 
-    def _resize(self, entry: list[Any], old_bytes: bytes | None) -> None:
-        """Recompute an entry's size after an update; ``old_bytes`` are its old value's."""
+    def _resize(self, entry: list[Any], old_bytes: bytes | None, unknown_old: bool) -> None:
+        """Recompute an entry's size after an update.
+
+        ``old_bytes`` are the old value's bytes when known (it was the entry's previous
+        value); with ``unknown_old`` they are computed.
+        """
+        if unknown_old:
+            old_bytes = self._value_bytes(entry[_OLD])
         new = entry[_VALUE]
         new_bytes = None if new is None else self._value_bytes(new)
         size = entry[_BASE] + self._context_size(entry[_CTX])
@@ -252,60 +281,57 @@ class FusedFinalResults:
                                   self.size_bytes, bytes_limit)
 
     def _emit_closed(self, closed_up_to: int) -> None:
-        """Emit every pending window with ``end <= closed_up_to``, by (end, key bytes)."""
-        pending = self._pending
+        """Emit every buffered window with ``end <= closed_up_to``, by (end, key bytes).
+
+        Each entry leaves the buffer only after its record went downstream, so an error
+        there leaves the rest buffered for the next record, as the separate buffer does.
+        """
+        starts = self._starts
         size = self._size
-        buckets = self._store._by_start
         forward = self._suppress.forward
         metrics = self._metrics
         key_bytes = self._key_bytes
-        while pending and pending[0] + size <= closed_up_to:
-            start = pending[0]
-            window = Window(start, start + size)
-            bucket = buckets.get(start, {})
-            ordered = sorted((key_bytes(_new_tuple(Windowed, (k, window))), k, e)
-                             for k, e in bucket.items())
+        while starts and starts[0] + size <= closed_up_to:
+            start = starts[0]
+            window = self._window(start)
+            entries = self._buffer[start]
+            ordered = sorted(((key_bytes(_new_tuple(Windowed, (k, window))), k, e)
+                              for k, e in entries.items()), key=_key_bytes_of)
             for _, key, entry in ordered:
                 new = entry[_VALUE]
-                if new is None:
-                    continue  # a window that ended deleted has no final result
-                ctx = entry[_CTX]
-                if ctx[0] != entry[_TS]:
-                    ctx = ctx._replace(timestamp=entry[_TS])
-                metrics.emit_total += 1
-                forward(_new_tuple(Windowed, (key, window)), Change(new, entry[_OLD]), ctx)
-            heapq.heappop(pending)
-            self._pending_set.discard(start)
-            self._count -= len(bucket)
-            if self._track_bytes:
-                self._bytes -= sum(e[_SIZE] for e in bucket.values())
+                if new is not None:  # a window that ended deleted has no final result
+                    ctx = entry[_CTX]
+                    if ctx[0] != entry[_TS]:
+                        ctx = ctx._replace(timestamp=entry[_TS])
+                    metrics.emit_total += 1
+                    forward(_new_tuple(Windowed, (key, window)), Change(new, entry[_OLD]), ctx)
+                del entries[key]
+                self._count -= 1
+                if self._track_bytes:
+                    self._bytes -= entry[_SIZE]
+            heapq.heappop(starts)
+            del self._buffer[start]
 
     # -- the suppression's buffer, for metrics -----------------------------------------------
 
-    def _buffered(self) -> list[tuple[Windowed, list[Any]]]:
-        buckets = self._store._by_start
-        out = []
-        for start in self._pending:
-            window = Window(start, start + self._size)
-            out += [(Windowed(k, window), e) for k, e in buckets.get(start, {}).items()]
-        return out
-
     @property
     def num_records(self) -> int:
-        """Buffered (key, window) entries: those of windows not yet emitted."""
+        """Buffered (key, window) entries."""
         return self._count
 
     @property
     def size_bytes(self) -> int:
-        """Kafka's size estimate of the implicit buffer (kept, or computed on demand)."""
+        """Kafka's size estimate of the buffer (kept, or computed on demand)."""
         if self._track_bytes:
             return self._bytes
         ser = self._value_bytes
         total = 0
-        for key, e in self._buffered():
-            prior = None if e[_PRIOR] is None else ser(e[_PRIOR])
-            old = None if e[_OLD] is None else ser(e[_OLD])
-            new = None if e[_VALUE] is None else ser(e[_VALUE])
-            ctx = e[_CTX]
-            total += entry_size(self._key_bytes(key) or b"", prior, old, new, ctx)
+        for start, entries in self._buffer.items():
+            window = self._window(start)
+            for key, e in entries.items():
+                prior = None if e[_PRIOR] is None else ser(e[_PRIOR])
+                old = None if e[_OLD] is None else ser(e[_OLD])
+                new = None if e[_VALUE] is None else ser(e[_VALUE])
+                kb = self._key_bytes(_new_tuple(Windowed, (key, window))) or b""
+                total += entry_size(kb, prior, old, new, e[_CTX])
         return total

@@ -15,10 +15,6 @@ __all__ = ("InMemoryWindowStore",)
 class InMemoryWindowStore:
     """Window store bucketed by window start; windows older than the retention are dropped.
 
-    A bucket maps ``key -> (value, timestamp, ...)``: readers use the first two fields, and an
-    item whose value is ``None`` reads as absent (the fused final-results path keeps such
-    pending deletes next to the values; see ``runtime/processors/fused.py``).
-
     Retention: a window with ``start <= observed_stream_time - retention_ms`` is expired and
     removed; writes to it are ignored (the aggregation never sends them). Iteration is by
     window start, then key bytes; backward iteration is exactly the reverse.
@@ -45,8 +41,7 @@ class InMemoryWindowStore:
     def get_with_timestamp(self, key: Any, start: int) -> tuple[Any, int] | None:
         """``(value, timestamp)`` of ``key`` in the window starting at ``start``, or ``None``."""
         bucket = self._by_start.get(start)
-        item = None if bucket is None else bucket.get(key)
-        return None if item is None or item[0] is None else item
+        return None if bucket is None else bucket.get(key)
 
     def put_with_timestamp(self, key: Any, value: Any, start: int, timestamp: int) -> None:
         """Store ``value`` for ``key`` in window ``start``; ``None`` deletes it."""
@@ -123,7 +118,7 @@ class InMemoryWindowStore:
         out = []
         for start in self._starts.irange(time_from, time_to):
             item = self._by_start[start].get(key)
-            if item is not None and item[0] is not None:
+            if item is not None:
                 out.append((start, item[0]))
         return out
 
@@ -137,9 +132,7 @@ class InMemoryWindowStore:
                 continue
             window = Window(start, start + size)
             for _, key in sorted(((ser(k) or b"", k) for k in bucket), key=lambda p: p[0]):
-                value = bucket[key][0]
-                if value is not None:
-                    out.append((Windowed(key, window), value))
+                out.append((Windowed(key, window), bucket[key][0]))
         return out
 
     def fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
