@@ -124,7 +124,8 @@ class FusedFinalResults:
         through :meth:`_update`.
         """
         agg, store, task = self._agg, self._store, self._task
-        size, grace, aggregator = self._size, self._grace, self._aggregator
+        size, grace = self._size, self._grace
+        aggregator, initializer = self._aggregator, self._initializer
         update, emit_closed, check_capacity = self._update, self._emit_closed, self._check_capacity
         starts = self._starts
         track, bounded = self._track_bytes, self._bounded
@@ -171,8 +172,25 @@ class FusedFinalResults:
                     if bounded:
                         check_capacity()
                     return
+                if item is None and entry is None and not track and initializer is not None:
+                    # a key new to the window last written
+                    old = initializer()
+                    new = aggregator(key, value, old)
+                    if new is not None:
+                        last_bucket[key] = (new, ts)
+                        last_entries[key] = [new, ts, old, ctx, old]
+                        self._count += 1
+                        if starts[0] + size <= closed:
+                            emit_closed(closed)
+                        if bounded:
+                            check_capacity()
+                        return
+                    # a None aggregate deletes: the general path below handles it
+                    update(key, value, ctx, ts, start, size, (old, new))
+                    return
             update(key, value, ctx, ts, start, size)
-            if start + size > self._closed_up_to:
+            if (start != last_start or store.layout_version != last_version) \
+                    and start + size > self._closed_up_to:
                 bucket = store.bucket(start)
                 if bucket is not None:
                     last_start, last_bucket = start, bucket
@@ -182,15 +200,21 @@ class FusedFinalResults:
         return step
 
     def _update(self, key: Any, value: Any, ctx: RecordContext, ts: int, start: int,
-                size: int) -> None:
-        """One window update: aggregate, store, buffer, capacity check, emission."""
+                size: int, fresh: tuple[Any, Any] | None = None) -> None:
+        """One window update: aggregate, store, buffer, emission, capacity check.
+
+        ``fresh``: ``(old, new)`` already computed for a key new to the window.
+        """
         if start + size <= self._closed_up_to:
             self._agg._drop_expired(ctx, start, start + size)
             return
         store = self._store
         bucket = store.bucket(start)
         item = None if bucket is None else bucket.get(key)
-        if item is None:
+        if fresh is not None:
+            out_ts = ts
+            old, new = fresh
+        elif item is None:
             out_ts = ts
             if self._initializer is None:
                 old, new = None, value
