@@ -189,3 +189,71 @@ def test_keys_with_equal_bytes_keep_their_buffering_order() -> None:
 
     fused, separate = _both_ways(script)
     assert fused == separate == [("a", 1), (b"a", 1)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=ROWS, kind=st.sampled_from(sorted(AGGREGATIONS)), size=st.integers(1, 30),
+       grace=st.integers(0, 20), buffer=BUFFERS)
+def test_bulk_fused_equals_separate_per_record(rows, kind, size, grace, buffer) -> None:
+    """pipe_records (plain tuples take the context-free path) vs pipe_input, unfused."""
+    if kind == "reduce":
+        rows = [(k, 1 if v is None else v, ts, h) for k, v, ts, h in rows]
+    topology = build(kind, size, size, grace, buffer)
+    # rows without headers as plain tuples, the others with their headers
+    records = [(k, v, ts) if h is None else (k, v, ts, h) for k, v, ts, h in rows]
+
+    def outcome(bulk: bool):
+        level = "INFO" if bulk else "DEBUG"
+        with TopologyTestDriver(topology, {"metrics_recording_level": level}) as d:
+            topic, out = d.create_input_topic("in"), d.create_output_topic("out")
+            error = None
+            try:
+                if bulk:
+                    topic.pipe_records(records)
+                else:
+                    for record in records:
+                        topic.pipe_input(*record)
+            except BufferFullError as err:
+                error = str(err)
+            m = d.metrics()
+            store = next(iter(d._task.stores.values()))
+            return ([(r.key, r.value, r.timestamp, r.headers)
+                     for r in out.read_records_to_list()], error,
+                    m["dropped-records-total"], m["suppression-emit-total"],
+                    m["suppression-buffer-count"], m["suppression-buffer-size"],
+                    list(store.all()))
+
+    assert outcome(True) == outcome(False)
+
+
+def test_emitted_records_carry_the_offset_and_topic_of_their_latest_update() -> None:
+    from topology.runtime.api import Processor
+
+    def outcome(bulk: bool):
+        seen: list = []
+
+        class Spy(Processor):
+            def process(self, record) -> None:
+                seen.append((record.key, record.value, record.timestamp,
+                             self.context.topic, self.context.offset))
+
+        b = StreamsBuilder()
+        (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+         .count().suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+         .to_stream().process(Spy))
+        level = "INFO" if bulk else "DEBUG"
+        rows = [("a", "v", 3), ("b", "v", 1), ("a", "v", 2), ("c", "v", 12),
+                ("c", "v", 25, [("h", b"1")]), ("d", "v", 40)]
+        with TopologyTestDriver(b.build(), {"metrics_recording_level": level}) as d:
+            topic = d.create_input_topic("in")
+            if bulk:
+                topic.pipe_records(rows)
+            else:
+                for row in rows:
+                    topic.pipe_input(*row)
+        return seen
+
+    bulk, separate = outcome(True), outcome(False)
+    assert bulk == separate
+    assert [(r[0].key, r[3], r[4]) for r in bulk] == [
+        ("a", "in", 2), ("b", "in", 1), ("c", "in", 3), ("c", "in", 4)]

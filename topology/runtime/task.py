@@ -167,6 +167,7 @@ class Task:
             before it have been processed.
         """
         forward = None  # resolved at the first plain record: piping nothing is not an error
+        raw = False
         metrics = self.metrics
         queue = self._queue
         schedules = self._stream_schedules
@@ -188,7 +189,8 @@ class Task:
                 key, value, ts = record
                 if forward is None:
                     forward = self._entry(topic)
-                ctx = _new_tuple(RecordContext, (ts, offset, topic, 0, ()))
+                    raw = getattr(forward, "accepts_raw", False)
+                this_offset = offset
                 offset += 1
                 offsets[topic] = offset  # current even if this record writes to its own topic
                 late_n += 1
@@ -199,7 +201,10 @@ class Task:
                     late_sum += late
                     if late > late_max:
                         late_max = late
-                forward(key, value, ctx)
+                if raw:  # the step builds a context only if it needs one
+                    forward(key, value, ts, this_offset, topic)
+                else:
+                    forward(key, value, _new_tuple(RecordContext, (ts, this_offset, topic, 0, ())))
                 if schedules or queue:
                     try:
                         if schedules:

@@ -16,10 +16,13 @@ Windows that ended deleted (the aggregator returned ``None``) are dropped at emi
 A property test (tests/topology/test_fusion.py) runs random streams both ways (DEBUG metrics
 turn fusion off) and compares outputs, errors, drops, metrics and store contents.
 
-Buffer entry layout: ``[value, timestamp, old, context, prior]``, plus
+Buffer entry layout: ``[value, timestamp, old, context, prior, topic]``, plus
 ``[size, base size, prior bytes, value bytes]`` when a ``max_bytes`` limit needs byte
 accounting (kept up to date on every update as the separate buffer does; the base size is the
-part that never changes: 8 + key bytes + prior bytes).
+part that never changes: 8 + key bytes + prior bytes). Records piped in bulk reach the step
+without a context object (see :meth:`FusedFinalResults.step`): their entry keeps the offset in
+place of the context and the topic beside it (``None`` otherwise), and the context is built
+only when the window is emitted.
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ from .table import log_null_key
 
 __all__ = ("FusedFinalResults", "can_fuse")
 
-_VALUE, _TS, _OLD, _CTX, _PRIOR, _SIZE, _BASE, _PRIOR_BYTES, _VALUE_BYTES = range(9)
+_VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _SIZE, _BASE, _PRIOR_BYTES, _VALUE_BYTES = range(10)
 _new_tuple = tuple.__new__
-Step = Callable[[Any, Any, RecordContext], None]
+Step = Callable[..., None]
 
 
 def can_fuse(aggregate: Any, child: Any, debug_metrics: bool) -> bool:
@@ -57,6 +60,19 @@ def can_fuse(aggregate: Any, child: Any, debug_metrics: bool) -> bool:
 
 def _key_bytes_of(item: tuple[bytes, Any, list[Any]]) -> bytes:
     return item[0]
+
+
+def _context(timestamp: int, offset: int, topic: str) -> RecordContext:
+    """The context of a record piped without headers."""
+    return _new_tuple(RecordContext, (timestamp, offset, topic, 0, ()))
+
+
+def _emitted_context(entry: list[Any]) -> RecordContext:
+    """The context of an entry's latest update, with the aggregate's timestamp."""
+    if entry[_TOPIC] is not None:
+        return _context(entry[_TS], entry[_CTX], entry[_TOPIC])
+    ctx = entry[_CTX]
+    return ctx if ctx[0] == entry[_TS] else ctx._replace(timestamp=entry[_TS])
 
 
 class FusedFinalResults:
@@ -98,7 +114,12 @@ class FusedFinalResults:
     # -- the step ----------------------------------------------------------------------------
 
     def step(self) -> Step:
-        """The function to run as the aggregation's ``process``."""
+        """The function to run as the aggregation's ``process``.
+
+        For tumbling windows it also takes ``(key, value, timestamp, offset, topic)`` for a
+        record without headers (flagged by its ``accepts_raw`` attribute), which spares the
+        bulk path one context object per record.
+        """
         return self._tumbling_step() if self._tumbling else self.process
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
@@ -134,12 +155,18 @@ class FusedFinalResults:
         last_bucket: dict[Any, Any] = {}
         last_entries: dict[Any, list[Any]] = {}
 
-        def step(key: Any, value: Any, ctx: RecordContext) -> None:
+        def step(key: Any, value: Any, ctx: Any, offset: int = -1,
+                 topic: str | None = None) -> None:
             nonlocal last_start, last_version, last_bucket, last_entries
+            if topic is None:
+                ts = ctx[0]
+                stored = ctx
+            else:  # a raw record: ctx is its timestamp
+                ts = ctx
+                stored = offset
             if key is None:
-                log_null_key(task, ctx)
+                log_null_key(task, _context(ts, offset, topic) if topic is not None else ctx)
                 return
-            ts = ctx[0]
             if ts > agg.stream_time:
                 agg.stream_time = ts
                 # suppress.time's close rule: closed iff end <= expiry(T, grace) = T - grace
@@ -160,11 +187,12 @@ class FusedFinalResults:
                         last_bucket[key] = (new, out_ts)
                     if track:
                         known = old is entry[0]
-                        old_bytes = entry[8] if known else None
+                        old_bytes = entry[9] if known else None
                     entry[0] = new
                     entry[1] = out_ts
                     entry[2] = old
-                    entry[3] = ctx
+                    entry[3] = stored
+                    entry[5] = topic
                     if track:
                         resize(entry, old_bytes, not known and old is not None)
                     if starts[0] + size <= closed:
@@ -178,7 +206,7 @@ class FusedFinalResults:
                     new = aggregator(key, value, old)
                     if new is not None:
                         last_bucket[key] = (new, ts)
-                        last_entries[key] = [new, ts, old, ctx, old]
+                        last_entries[key] = [new, ts, old, stored, old, topic]
                         self._count += 1
                         if starts[0] + size <= closed:
                             emit_closed(closed)
@@ -186,8 +214,12 @@ class FusedFinalResults:
                             check_capacity()
                         return
                     # a None aggregate deletes: the general path below handles it
+                    if topic is not None:
+                        ctx = _context(ts, offset, topic)
                     update(key, value, ctx, ts, start, size, (old, new))
                     return
+            if topic is not None:
+                ctx = _context(ts, offset, topic)
             update(key, value, ctx, ts, start, size)
             if (start != last_start or store.layout_version != last_version) \
                     and start + size > self._closed_up_to:
@@ -197,6 +229,7 @@ class FusedFinalResults:
                     last_entries = self._buffer[start]
                     last_version = store.layout_version
 
+        step.accepts_raw = True  # type: ignore[attr-defined]
         return step
 
     def _update(self, key: Any, value: Any, ctx: RecordContext, ts: int, start: int,
@@ -243,7 +276,7 @@ class FusedFinalResults:
             heapq.heappush(self._starts, start)
         entry = entries.get(key)
         if entry is None:
-            entry = entries[key] = [new, out_ts, old, ctx, old]
+            entry = entries[key] = [new, out_ts, old, ctx, old, None]
             self._count += 1
             if self._track_bytes:
                 kb = self._key_bytes(_new_tuple(Windowed, (key, self._window(start)))) or b""
@@ -257,6 +290,7 @@ class FusedFinalResults:
         entry[_TS] = out_ts
         entry[_OLD] = old
         entry[_CTX] = ctx
+        entry[_TOPIC] = None
         if self._track_bytes:
             self._resize(entry, old_bytes, unknown_old)
 
@@ -278,7 +312,7 @@ class FusedFinalResults:
             old_bytes = self._value_bytes(entry[_OLD])
         new = entry[_VALUE]
         new_bytes = None if new is None else self._value_bytes(new)
-        size = entry[_BASE] + self._context_size(entry[_CTX])
+        size = entry[_BASE] + self._context_size(entry)
         if old_bytes is not None and old_bytes != entry[_PRIOR_BYTES]:
             size += len(old_bytes)
         if new_bytes is not None:
@@ -287,13 +321,17 @@ class FusedFinalResults:
         self._bytes += size - entry[_SIZE]
         entry[_SIZE] = size
 
-    def _context_size(self, ctx: RecordContext) -> int:
-        """``context_size(ctx)``, memoized per topic for contexts without headers."""
-        if ctx[4]:
-            return context_size(ctx)
-        size = self._topic_sizes.get(ctx[2])
+    def _context_size(self, entry: list[Any]) -> int:
+        """``context_size`` of an entry's context, memoized per topic without headers."""
+        topic = entry[_TOPIC]
+        if topic is None:
+            ctx = entry[_CTX]
+            if ctx[4]:
+                return context_size(ctx)
+            topic = ctx[2]
+        size = self._topic_sizes.get(topic)
         if size is None:
-            size = self._topic_sizes[ctx[2]] = context_size(ctx)
+            size = self._topic_sizes[topic] = context_size(_context(0, 0, topic))
         return size
 
     def _check_capacity(self) -> None:
@@ -324,9 +362,7 @@ class FusedFinalResults:
             for _, key, entry in ordered:
                 new = entry[_VALUE]
                 if new is not None:  # a window that ended deleted has no final result
-                    ctx = entry[_CTX]
-                    if ctx[0] != entry[_TS]:
-                        ctx = ctx._replace(timestamp=entry[_TS])
+                    ctx = _emitted_context(entry)
                     metrics.emit_total += 1
                     forward(_new_tuple(Windowed, (key, window)), Change(new, entry[_OLD]), ctx)
                 del entries[key]
@@ -357,5 +393,5 @@ class FusedFinalResults:
                 old = None if e[_OLD] is None else ser(e[_OLD])
                 new = None if e[_VALUE] is None else ser(e[_VALUE])
                 kb = self._key_bytes(_new_tuple(Windowed, (key, window))) or b""
-                total += entry_size(kb, prior, old, new, e[_CTX])
+                total += entry_size(kb, prior, old, new, _emitted_context(e))
         return total
