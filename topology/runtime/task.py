@@ -138,7 +138,6 @@ class Task:
         offsets = self._offsets
         offset = offsets.get(topic, 0)
         offsets[topic] = offset + 1
-        ctx = _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers))
         metrics = self.metrics
         metrics.lateness_n += 1
         if timestamp >= self.stream_time:
@@ -148,7 +147,11 @@ class Task:
             metrics.lateness_sum += late
             if late > metrics.lateness_max:
                 metrics.lateness_max = late
-        source.forward(key, value, ctx)
+        forward = source.forward
+        if not headers and getattr(forward, "accepts_raw", False):
+            forward(key, value, timestamp, offset, topic)  # builds a context only if needed
+        else:
+            forward(key, value, _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers)))
         if self._stream_schedules:
             self._punctuate_stream_time()
         if self._queue:
