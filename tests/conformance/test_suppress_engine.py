@@ -168,20 +168,18 @@ def test_buffer_respect_eviction_predicate() -> None:
     buf._check()
 
 
-def test_buffer_track_count_and_min_timestamp() -> None:
+@pytest.mark.parametrize(("puts", "reading", "expected"), [
+    ("count_puts", "num_records", "numRecords"),
+    ("min_ts_puts", "min_time", "minTimestamp"),
+])
+def test_buffer_track_count_and_min_timestamp(puts: str, reading: str, expected: str) -> None:
     s = SCENARIOS["buffer_track_count_and_min_timestamp"]
     buf = TimeOrderedBuffer(_utf8, _utf8, track_bytes=True)
-    counts = []
-    for row in s["inputs"]["count_puts"]:
+    seen = []
+    for row in s["inputs"][puts]:
         _put(buf, row)
-        counts.append(buf.num_records)
-    assert counts == s["expected_outputs"]["numRecords"]
-    buf = TimeOrderedBuffer(_utf8, _utf8, track_bytes=True)
-    mins = []
-    for row in s["inputs"]["min_ts_puts"]:
-        _put(buf, row)
-        mins.append(buf.min_time)
-    assert mins == s["expected_outputs"]["minTimestamp"]
+        seen.append(getattr(buf, reading))
+    assert seen == s["expected_outputs"][expected]
 
 
 def test_buffer_prior_value_for_buffered() -> None:

@@ -203,29 +203,44 @@ class WindowedAggregateProcessor(InternalProcessor):
             if end <= closed_up_to:
                 self._drop_expired(ctx, start, end)
                 continue
-            bucket = self._store.bucket(start)
-            item = None if bucket is None else bucket.get(key)
-            if item is None:
-                out_ts = ts
-                if self._initializer is None:
-                    old, new = None, value
-                else:
-                    old = self._initializer()
-                    new = self._aggregator(key, value, old)
-            else:
-                old = item[0]
-                out_ts = item[1] if item[1] > ts else ts
-                new = self._aggregator(key, value, old)
-            if new is None or bucket is None:
-                self._store.put_with_timestamp(key, new, start, out_ts)
-            else:
-                bucket[key] = (new, out_ts)
+            old, new, out_ts = self.aggregate_into(key, value, ts, start)
             window = self._window_cache.get(start)
             if window is None:
                 window = self._window_of(start, end)
             self.forward(_new_tuple(Windowed, (key, window)),
                          _new_tuple(Change, (new, old if self._old else None)),
                          ctx if out_ts == ts else ctx._replace(timestamp=out_ts))
+
+    def aggregate_into(self, key: Any, value: Any, ts: int, start: int,
+                       fresh: tuple[Any, Any] | None = None) -> tuple[Any, Any, int]:
+        """Fold one record into its window's aggregate in the store.
+
+        Returns ``(old, new, timestamp)``: the aggregate before and after (``None`` new
+        deletes the window) and the result's timestamp, the max of the window's records'.
+        ``fresh``: ``(old, new)`` already computed for a key new to the window.
+        """
+        store = self._store
+        bucket = store.bucket(start)
+        item = None if bucket is None else bucket.get(key)
+        if fresh is not None:
+            out_ts = ts
+            old, new = fresh
+        elif item is None:
+            out_ts = ts
+            if self._initializer is None:
+                old, new = None, value
+            else:
+                old = self._initializer()
+                new = self._aggregator(key, value, old)
+        else:
+            old = item[0]
+            out_ts = item[1] if item[1] > ts else ts
+            new = self._aggregator(key, value, old)
+        if new is None or bucket is None:
+            store.put_with_timestamp(key, new, start, out_ts)
+        else:
+            bucket[key] = (new, out_ts)
+        return old, new, out_ts
 
     def _window_of(self, start: int, end: int) -> Window:
         """A shared Window object per start (few distinct windows are live at once)."""

@@ -241,27 +241,7 @@ class FusedFinalResults:
         if start + size <= self._closed_up_to:
             self._agg._drop_expired(ctx, start, start + size)
             return
-        store = self._store
-        bucket = store.bucket(start)
-        item = None if bucket is None else bucket.get(key)
-        if fresh is not None:
-            out_ts = ts
-            old, new = fresh
-        elif item is None:
-            out_ts = ts
-            if self._initializer is None:
-                old, new = None, value
-            else:
-                old = self._initializer()
-                new = self._aggregator(key, value, old)
-        else:
-            old = item[0]
-            out_ts = item[1] if item[1] > ts else ts
-            new = self._aggregator(key, value, old)
-        if new is None or bucket is None:
-            store.put_with_timestamp(key, new, start, out_ts)
-        else:
-            bucket[key] = (new, out_ts)
+        old, new, out_ts = self._agg.aggregate_into(key, value, ts, start, fresh)
         self._buffer_change(key, start, new, out_ts, old, ctx)
         if self._starts[0] + size <= self._closed_up_to:  # time eviction, then capacity
             self._emit_closed(self._closed_up_to)
