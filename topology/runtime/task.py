@@ -77,7 +77,7 @@ class Task:
         self.stores = {spec.name: spec.factory() for spec in topology.stores}
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
         self._output = output
-        self._queue: deque[tuple[str, Any, Any, RecordContext]] = deque()
+        self._queue: deque[tuple[str, Any, Any, int, Headers]] = deque()
         self._offsets: dict[str, int] = {}  # next offset per topic, piped or re-queued
         self._stream_schedules: list[_Schedule] = []
         self._wall_schedules: list[_Schedule] = []
@@ -132,6 +132,13 @@ class Task:
 
         :raises UnknownTopicError: if no source reads ``topic``.
         """
+        self._process_one(topic, key, value, timestamp, headers)
+        if self._queue:
+            self._drain()
+
+    def _process_one(self, topic: str, key: Any, value: Any, timestamp: int,
+                     headers: Headers) -> None:
+        """One record through the topology: offset, stream time, lateness, punctuation."""
         source = self.sources.get(topic)
         if source is None:
             raise UnknownTopicError(f"Unknown topic: {topic}")
@@ -154,8 +161,6 @@ class Task:
             forward(key, value, _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers)))
         if self._stream_schedules:
             self._punctuate_stream_time()
-        if self._queue:
-            self._drain()
 
     def process_batch(self, topic: str, records: Iterable[Any],
                       other: Callable[[Any], None]) -> None:
@@ -231,27 +236,14 @@ class Task:
         return source.forward  # sources pass records through unchanged
 
     def _drain(self) -> None:
-        """Process records written to topics this topology reads, in the order written."""
+        """Process records written to topics this topology reads, in the order written.
+
+        A queued record gets its offset when it is processed; as processing is synchronous
+        and first in first out, that is the order it was written in.
+        """
         queue = self._queue
         while queue:
-            q_topic, q_key, q_value, q_ctx = queue.popleft()
-            self._run(self.sources[q_topic].forward, q_key, q_value, q_ctx)
-
-    def _run(self, entry: Callable[[Any, Any, RecordContext], None], key: Any, value: Any,
-             ctx: RecordContext) -> None:
-        ts = ctx.timestamp
-        metrics = self.metrics
-        metrics.lateness_n += 1
-        if ts >= self.stream_time:
-            self.stream_time = ts
-        else:
-            late = self.stream_time - ts
-            metrics.lateness_sum += late
-            if late > metrics.lateness_max:
-                metrics.lateness_max = late
-        entry(key, value, ctx)
-        if self._stream_schedules:
-            self._punctuate_stream_time()
+            self._process_one(*queue.popleft())
 
     def _punctuate_stream_time(self) -> None:
         for schedule in list(self._stream_schedules):
@@ -271,10 +263,7 @@ class Task:
         def produce(key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
                     ctx: RecordContext) -> None:
             deliver(key, value, key_bytes, value_bytes, ctx)
-            offset = self._offsets.get(topic, 0)
-            self._offsets[topic] = offset + 1
-            queue.append((topic, key, value,
-                          RecordContext(ctx.timestamp, offset, topic, 0, ctx.headers)))
+            queue.append((topic, key, value, ctx.timestamp, ctx.headers))
 
         return produce
 
