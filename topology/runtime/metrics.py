@@ -51,8 +51,9 @@ class TaskMetrics:
             out["record-lateness-avg"] = 0.0
             out["record-lateness-max"] = 0.0
         totals: dict[str, float] = {}
-        for node, metrics in self.suppressors.items():
-            for name, value in metrics.as_dict().items():  # type: ignore[attr-defined]
+        per_node = {node: m.as_dict() for node, m in self.suppressors.items()}  # type: ignore[attr-defined]
+        for node, metrics in per_node.items():
+            for name, value in metrics.items():
                 out[f"{name}{{node={node}}}"] = value
                 if name.endswith(("-avg",)):
                     continue
@@ -60,9 +61,9 @@ class TaskMetrics:
                     totals[name] = max(totals.get(name, 0.0), value)
                 else:
                     totals[name] = totals.get(name, 0.0) + value
-        if len(self.suppressors) == 1:
-            (metrics,) = self.suppressors.values()
-            totals.update(metrics.as_dict())  # type: ignore[attr-defined]
+        if len(per_node) == 1:  # one node: its -avg figures are the totals' too
+            (metrics,) = per_node.values()
+            totals.update(metrics)
         for name in ("suppression-emit-total", "suppression-buffer-size",
                      "suppression-buffer-count"):
             out[name] = totals.get(name, 0.0)
