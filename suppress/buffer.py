@@ -4,20 +4,20 @@ Entries are ordered by ``(buffer time, serialized key bytes)``, bytes compared u
 lexicographically (a shorter prefix first), exactly as Kafka's ``BufferKey``. Eviction always
 takes the head of that order.
 
-Layout (see docs/implementation.md): a dict ``key -> entry`` (the index), a dict
-``buffer time -> {key -> entry}`` (buckets) and a heap of the distinct buffer times. A key is
-serialized once, when it enters the buffer; updates to a buffered key are a dict lookup.
-Windowed final results put many keys under few distinct times (window ends), so a put is a
-dict insert (plus a heap push for a new time), and a bucket's entries are sorted by key bytes
-only when the bucket reaches the head and is evicted. Entries leave only through the head, so
-the heap never needs arbitrary deletions.
+Layout (see docs/implementation.md): a dict ``key -> entry`` (the index) and a heap of
+``(buffer time, key bytes, sequence, entry)`` tuples, one per buffered key, so the head is
+``heap[0]`` and tuples compare in C. A key is serialized once, when it enters the buffer;
+updates to a buffered key are a dict lookup and never touch the heap. Entries leave only
+through the head, so the heap never needs arbitrary deletions. The sequence number orders two
+distinct keys with equal bytes (a lossy serializer) by buffering order and keeps entries
+themselves from being compared.
 
 Byte accounting (Kafka's size estimate per entry) is kept incrementally only when
 ``track_bytes`` is set (a ``max_bytes`` limit, or debug metrics); otherwise :attr:`size_bytes`
 computes the same figure on demand.
 
-Runtime complexity: put O(1) for a known key or time, O(log t) for a new time (t distinct
-times); ``min_time`` O(1); evicting a bucket of k keys O(k log k) in total.
+Runtime complexity: put O(1) for a buffered key, O(log n) for a new one; ``min_time`` O(1);
+evicting the head O(log n).
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ from .errors import LONG_MAX
 __all__ = ("SuppressionBuffer", "TimeOrderedBuffer")
 
 EvictCallback = Callable[[BufferedEntry], None]
-
-
-def _key_bytes_of(entry: BufferedEntry) -> bytes:
-    return entry.key_bytes
 
 
 class SuppressionBuffer(Protocol):
@@ -97,9 +93,8 @@ class TimeOrderedBuffer:
         self._value_ser = value_serializer
         self._track_bytes = track_bytes
         self._index: dict[Any, BufferedEntry] = {}
-        self._buckets: dict[int, dict[Any, BufferedEntry]] = {}
-        self._times: list[int] = []
-        self._head: list[BufferedEntry] | None = None  # head bucket, sorted descending
+        self._heap: list[tuple[int, bytes, int, BufferedEntry]] = []
+        self._seq = 0  # buffering order, the last tie-break of the heap's tuples
         self._bytes = 0
 
     # -- adding ------------------------------------------------------------------------------
@@ -111,7 +106,7 @@ class TimeOrderedBuffer:
         context (and size) are replaced. A new key is buffered at ``time`` with
         ``prior = old``.
 
-        Runtime complexity: O(1), or O(log t) when ``time`` is a new distinct buffer time.
+        Runtime complexity: O(1) for a buffered key, O(log n) for a new one.
         """
         entry = self._index.get(key)
         if entry is not None:
@@ -121,20 +116,13 @@ class TimeOrderedBuffer:
             if self._track_bytes:
                 self._resize(entry)
             return
-        entry = BufferedEntry(time, self._key_ser(key), key, new, old, old, context)
+        key_bytes = self._key_ser(key)
+        entry = BufferedEntry(time, key_bytes, key, new, old, old, context)
         if self._track_bytes:
             self._resize(entry)
         self._index[key] = entry
-        bucket = self._buckets.get(time)
-        if bucket is None:
-            self._buckets[time] = {key: entry}
-            heapq.heappush(self._times, time)
-            if self._times[0] == time:
-                self._head = None
-        else:
-            bucket[key] = entry
-            if self._head is not None and self._times[0] == time:
-                self._head = None
+        self._seq += 1
+        heapq.heappush(self._heap, (time, key_bytes, self._seq, entry))
 
     def _size_of(self, entry: BufferedEntry) -> int:
         ser = self._value_ser
@@ -153,27 +141,11 @@ class TimeOrderedBuffer:
 
     # -- removing ----------------------------------------------------------------------------
 
-    def _head_entry(self) -> BufferedEntry:
-        head = self._head
-        if head is None:
-            bucket = self._buckets[self._times[0]]
-            head = self._head = sorted(bucket.values(), key=_key_bytes_of)
-            head.reverse()  # popped from the end; equal key bytes keep their buffering order
-        return head[-1]
-
-    def _remove_head(self, entry: BufferedEntry) -> None:
-        head = self._head
-        assert head is not None
-        head.pop()
-        time = self._times[0]
-        bucket = self._buckets[time]
-        del bucket[entry.key]
+    def _pop_head(self) -> None:
+        """Remove the head entry (after its callback returned)."""
+        entry = heapq.heappop(self._heap)[3]
         del self._index[entry.key]
         self._bytes -= entry.size
-        if not bucket:
-            del self._buckets[time]
-            heapq.heappop(self._times)
-            self._head = None
 
     def evict_while(self, predicate: Callable[[], bool], callback: EvictCallback) -> int:
         """Evict head entries, in order, while the buffer is not empty and ``predicate()``.
@@ -184,11 +156,11 @@ class TimeOrderedBuffer:
 
         :return: the number of evicted entries.
         """
+        heap = self._heap
         evicted = 0
-        while self._index and predicate():
-            entry = self._head_entry()
-            callback(entry)
-            self._remove_head(entry)
+        while heap and predicate():
+            callback(heap[0][3])
+            self._pop_head()
             evicted += 1
         return evicted
 
@@ -203,13 +175,18 @@ class TimeOrderedBuffer:
         """
         if bytes_limit is not None and not self._track_bytes:
             raise ValueError("a bytes limit needs a buffer that tracks bytes")
-        index = self._index
+        heap = self._heap
         evicted = 0
-        while index and ((records_limit is not None and len(index) > records_limit)
-                         or (bytes_limit is not None and self._bytes > bytes_limit)):
-            entry = self._head_entry()
-            callback(entry)
-            self._remove_head(entry)
+        if bytes_limit is None and records_limit is not None:  # the common case, one test
+            while len(heap) > records_limit:
+                callback(heap[0][3])
+                self._pop_head()
+                evicted += 1
+            return evicted
+        while heap and ((records_limit is not None and len(heap) > records_limit)
+                        or (bytes_limit is not None and self._bytes > bytes_limit)):
+            callback(heap[0][3])
+            self._pop_head()
             evicted += 1
         return evicted
 
@@ -218,12 +195,11 @@ class TimeOrderedBuffer:
 
         :return: the number of evicted entries.
         """
-        times = self._times
+        heap = self._heap
         evicted = 0
-        while times and times[0] <= expiry:
-            entry = self._head_entry()
-            callback(entry)
-            self._remove_head(entry)
+        while heap and heap[0][0] <= expiry:
+            callback(heap[0][3])
+            self._pop_head()
             evicted += 1
         return evicted
 
@@ -252,8 +228,8 @@ class TimeOrderedBuffer:
 
     def __iter__(self) -> Iterator[BufferedEntry]:
         """Entries in eviction order. Runtime complexity: O(n log n)."""
-        for time in sorted(self._buckets):
-            yield from sorted(self._buckets[time].values(), key=_key_bytes_of)
+        for item in sorted(self._heap):
+            yield item[3]
 
     @property
     def num_records(self) -> int:
@@ -273,7 +249,7 @@ class TimeOrderedBuffer:
     @property
     def min_time(self) -> int:
         """Smallest buffer time (ms), or ``2**63 - 1`` when the buffer is empty."""
-        return self._times[0] if self._times else LONG_MAX
+        return self._heap[0][0] if self._heap else LONG_MAX
 
     @property
     def tracks_bytes(self) -> bool:
@@ -284,24 +260,18 @@ class TimeOrderedBuffer:
 
     def _check(self) -> None:
         """Assert every internal invariant (used by tests after each operation)."""
-        bucketed = [e for b in self._buckets.values() for e in b.values()]
-        assert len(bucketed) == len(self._index), "index and buckets disagree"
-        for time, bucket in self._buckets.items():
-            assert bucket, f"empty bucket at {time}"
-            for key, entry in bucket.items():
-                assert entry.time == time and entry.key == key
-                assert self._index[key] is entry, "index points to a stale entry"
-                assert entry.key_bytes == self._key_ser(key), "stale key bytes"
-        assert len({e.key_bytes for e in bucketed}) == len(bucketed), "two keys, same bytes"
-        assert sorted(self._times) == sorted(self._buckets), "heap and buckets disagree"
-        assert not self._times or self._times[0] == min(self._times), "heap order broken"
+        heap = self._heap
+        assert len(heap) == len(self._index), "index and heap disagree"
+        for time, key_bytes, seq, entry in heap:
+            assert entry.time == time and entry.key_bytes == key_bytes
+            assert 0 < seq <= self._seq
+            assert self._index[entry.key] is entry, "index points to a stale entry"
+            assert key_bytes == self._key_ser(entry.key), "stale key bytes"
+        for i in range(1, len(heap)):
+            assert heap[(i - 1) // 2] < heap[i], "heap order broken"
         if self._track_bytes:
-            assert self._bytes == sum(e.size for e in bucketed), "byte total drifted"
-            for e in bucketed:
+            assert self._bytes == sum(e.size for e in self._index.values()), "byte total drifted"
+            for e in self._index.values():
                 assert e.size == self._size_of(e), "stale entry size"
         else:
-            assert self._bytes == 0 and all(e.size == 0 for e in bucketed)
-        if self._head is not None:
-            assert self._times, "head cache without entries"
-            bucket = self._buckets[self._times[0]]
-            assert self._head == sorted(bucket.values(), key=_key_bytes_of)[::-1]
+            assert self._bytes == 0 and all(e.size == 0 for e in self._index.values())

@@ -130,7 +130,7 @@ class SuppressProcessor:
         self.metrics = SuppressMetrics(self.buffer, debug_metrics)
         self._debug = debug_metrics
         self._buffer_time_of = buffer_time_of
-        self._times = self.buffer._times  # the heap of buffer times (a live reference)
+        self._heap = self.buffer._heap  # (time, key bytes, seq, entry), a live reference
         self._index = self.buffer._index  # key -> entry (a live reference)
         self._fast_update = not (debug_metrics or self.buffer.tracks_bytes)
         self.stream_time = NO_TIMESTAMP
@@ -152,8 +152,8 @@ class SuppressProcessor:
             self.metrics.sample()
         self._enforce()
 
-    def process_change(self, key: Any, change: tuple[Any, Any], context: RecordContext) -> None:
-        """:meth:`process` for a ``(new, old)`` pair, the buffer time from ``buffer_time_of``.
+    def process_change(self, key: Any, new: Any, old: Any, context: RecordContext) -> None:
+        """:meth:`process` with the buffer time from ``buffer_time_of``.
 
         The hot path of a suppression in a topology: an update to a key that is already
         buffered (without byte accounting) only replaces the entry's change and context.
@@ -164,14 +164,14 @@ class SuppressProcessor:
         if self._fast_update:
             entry = self._index.get(key)
             if entry is not None:
-                entry.new, entry.old = change
+                entry.new = new
+                entry.old = old
                 entry.context = context
-                if self._bounded or self._times[0] <= self.stream_time - self.delay_ms:
+                if self._bounded or self._heap[0][0] <= self.stream_time - self.delay_ms:
                     self._enforce()
                 return
         time_of = self._buffer_time_of
-        self.buffer.put(ts if time_of is None else time_of(key), key, change[0], change[1],
-                        context)
+        self.buffer.put(ts if time_of is None else time_of(key), key, new, old, context)
         if self._debug:
             self.metrics.sample()
         self._enforce()
@@ -180,7 +180,7 @@ class SuppressProcessor:
         """Evict what is due by time, then apply the buffer-full strategy."""
         buffer = self.buffer
         expiry = self.stream_time - self.delay_ms
-        if buffer._times[0] <= expiry:
+        if self._heap[0][0] <= expiry:
             buffer.evict_expired(expiry, self._emit_entry)
             if self._debug:
                 self.metrics.sample()
@@ -196,7 +196,7 @@ class SuppressProcessor:
     def _over_capacity(self) -> bool:
         records_limit = self._records_limit
         bytes_limit = self._bytes_limit
-        return (records_limit is not None and len(self._index) > records_limit) or (
+        return (records_limit is not None and len(self._heap) > records_limit) or (
             bytes_limit is not None and self.buffer.size_bytes > bytes_limit
         )
 

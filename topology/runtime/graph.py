@@ -13,7 +13,12 @@ from typing import Any
 
 from suppress.entry import RecordContext
 
+from ..record import Change
+
 __all__ = ("GraphNode", "InternalProcessor", "StoreSpec", "Topology")
+
+
+_new_tuple = tuple.__new__  # builds Change without its Python-level __new__
 
 
 class InternalProcessor:
@@ -21,6 +26,11 @@ class InternalProcessor:
 
     ``forward`` is wired by the task to the children's ``process`` methods (a single child is
     called directly, no loop).
+
+    Table updates can also travel as their two values, without a
+    :class:`~topology.record.Change`: a table node calls ``forward_change(key, new, old,
+    ctx)``, which the task wires to the children's :meth:`process_change`. A child that
+    takes changes overrides it; the default builds the ``Change`` and calls :meth:`process`.
     """
 
     name: str = ""
@@ -32,8 +42,15 @@ class InternalProcessor:
         """Handle one record."""
         self.forward(key, value, ctx)
 
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Handle one table update ``Change(new, old)``, given as its two values."""
+        self.process(key, _new_tuple(Change, (new, old)), ctx)
+
     def forward(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Replaced by the task with the children's entry points."""
+
+    def forward_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Replaced by the task with the children's :meth:`process_change`."""
 
     def close(self) -> None:
         """Release resources when the task closes."""

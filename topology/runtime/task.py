@@ -24,7 +24,9 @@ __all__ = ("Task",)
 
 _new_tuple = tuple.__new__  # builds RecordContext without its Python-level __new__
 
-Produce = Callable[[Any, Any, bytes | None, bytes | None, RecordContext], None]
+Produce = Callable[..., None]
+"""``produce(key, value, ctx, key_bytes=None, value_bytes=None)``: one record written to a
+topic; the bytes are given when the sink serialized the record."""
 Output = Callable[[str], Produce]
 """``output(topic)`` gives the function that receives what sinks write to ``topic``."""
 
@@ -59,7 +61,7 @@ class Task:
     """Processors, stores and clocks of one running topology.
 
     :param output: ``output(topic)`` returns the function that receives every record written
-        to ``topic`` as ``(key, value, key_bytes, value_bytes, context)``.
+        to ``topic``, called as ``(key, value, context, key_bytes=None, value_bytes=None)``.
     :param debug_metrics: record DEBUG-level metrics (suppression buffer size/count samples).
     """
 
@@ -96,8 +98,11 @@ class Task:
         self._fuse(topology)
         # wired after init: a processor may pick a specialised ``process`` in ``init``
         for node in topology.nodes:
-            children = [self.processors[c.name].process for c in node.children]
-            self.processors[node.name].forward = _fan_out(children)  # type: ignore[method-assign]
+            proc = self.processors[node.name]
+            children = [self.processors[c.name] for c in node.children]
+            proc.forward = _fan_out([c.process for c in children])  # type: ignore[method-assign]
+            proc.forward_change = _fan_out(  # type: ignore[method-assign]
+                [c.process_change for c in children])
 
     def _fuse(self, topology: Topology) -> None:
         """Fuse windowed aggregations with their final-results suppressions.
@@ -200,7 +205,6 @@ class Task:
                     raw = getattr(forward, "accepts_raw", False)
                 this_offset = offset
                 offset += 1
-                offsets[topic] = offset  # current even if this record writes to its own topic
                 late_n += 1
                 if ts >= stream_time:
                     stream_time = self.stream_time = ts
@@ -214,6 +218,7 @@ class Task:
                 else:
                     forward(key, value, _new_tuple(RecordContext, (ts, this_offset, topic, 0, ())))
                 if schedules or queue:
+                    offsets[topic] = offset  # the next offset, for records queued to this topic
                     try:
                         if schedules:
                             self._punctuate_stream_time()
@@ -260,9 +265,9 @@ class Task:
             return deliver
         queue = self._queue
 
-        def produce(key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
-                    ctx: RecordContext) -> None:
-            deliver(key, value, key_bytes, value_bytes, ctx)
+        def produce(key: Any, value: Any, ctx: RecordContext, key_bytes: bytes | None = None,
+                    value_bytes: bytes | None = None) -> None:
+            deliver(key, value, ctx, key_bytes, value_bytes)
             queue.append((topic, key, value, ctx.timestamp, ctx.headers))
 
         return produce
@@ -318,20 +323,20 @@ class Task:
             proc.close()
 
 
-def _fan_out(children: list[Callable[[Any, Any, RecordContext], None]]
-             ) -> Callable[[Any, Any, RecordContext], None]:
+def _fan_out(children: list[Callable[..., None]]) -> Callable[..., None]:
+    """One function calling every child with the same arguments (the child itself if one)."""
     if not children:
         return _discard
     if len(children) == 1:
         return children[0]
     kids = tuple(children)
 
-    def forward(key: Any, value: Any, ctx: RecordContext) -> None:
+    def forward(*args: Any) -> None:
         for child in kids:
-            child(key, value, ctx)
+            child(*args)
 
     return forward
 
 
-def _discard(key: Any, value: Any, ctx: RecordContext) -> None:
+def _discard(*args: Any) -> None:
     """Forward target of a node without children."""

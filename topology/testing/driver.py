@@ -114,16 +114,19 @@ class TopologyTestDriver:
         self._task.process_batch(topic, records, other)
 
     def _capture(self, topic: str) -> Callable[..., None]:
-        """The function that stores what sinks write to ``topic``, in order."""
+        """The function that stores what sinks write to ``topic``, in order.
+
+        Each record is kept as ``(key, value, context, key_bytes, value_bytes)``.
+        """
         outputs = self._outputs
         append: Callable[[Any], None] | None = None
 
-        def capture(key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
-                    ctx: RecordContext) -> None:
+        def capture(key: Any, value: Any, ctx: RecordContext, key_bytes: bytes | None = None,
+                    value_bytes: bytes | None = None) -> None:
             nonlocal append
             if append is None:  # the topic exists from its first record on
                 append = outputs.setdefault(topic, deque()).append
-            append((key, value, key_bytes, value_bytes, ctx))
+            append((key, value, ctx, key_bytes, value_bytes))
 
         return capture
 

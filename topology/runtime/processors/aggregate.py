@@ -78,7 +78,7 @@ class StreamAggregateProcessor(InternalProcessor):
                 ts = item[1]
             new = self._aggregator(key, value, old)
         self._store.put_with_timestamp(key, new, ts)
-        self.forward(key, Change(new, old if self._old else None), ctx.with_timestamp(ts))
+        self.forward_change(key, new, old if self._old else None, ctx.with_timestamp(ts))
 
 
 class TableAggregateProcessor(InternalProcessor):
@@ -99,7 +99,11 @@ class TableAggregateProcessor(InternalProcessor):
         self._old = self._send_old()
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
-        """Apply the change to the aggregate and forward ``Change(new_agg, old_agg)``."""
+        """:meth:`process_change` for a ``Change``."""
+        self.process_change(key, value[0], value[1], ctx)
+
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Subtract ``old``, add ``new``; forward ``Change(new_agg, old_agg)``."""
         if key is None:
             log_null_key(self._task, ctx)
             return
@@ -110,12 +114,12 @@ class TableAggregateProcessor(InternalProcessor):
             old_agg = item[0]
             ts = max(ts, item[1])
         agg = old_agg
-        if value.old is not None and old_agg is not None:
-            agg = self._subtractor(key, value.old, old_agg)
-        if value.new is not None:
-            agg = self._adder(key, value.new, self._initializer() if agg is None else agg)
+        if old is not None and old_agg is not None:
+            agg = self._subtractor(key, old, old_agg)
+        if new is not None:
+            agg = self._adder(key, new, self._initializer() if agg is None else agg)
         self._store.put_with_timestamp(key, agg, ts)
-        self.forward(key, Change(agg, old_agg if self._old else None), ctx.with_timestamp(ts))
+        self.forward_change(key, agg, old_agg if self._old else None, ctx.with_timestamp(ts))
 
 
 class TableReduceProcessor(InternalProcessor):
@@ -135,7 +139,11 @@ class TableReduceProcessor(InternalProcessor):
         self._old = self._send_old()
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
-        """Apply the change to the reduced value and forward ``Change(new, old)``."""
+        """:meth:`process_change` for a ``Change``."""
+        self.process_change(key, value[0], value[1], ctx)
+
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Subtract ``old``, add ``new``; forward ``Change(new_reduced, old_reduced)``."""
         if key is None:
             log_null_key(self._task, ctx)
             return
@@ -146,12 +154,12 @@ class TableReduceProcessor(InternalProcessor):
             old_agg = item[0]
             ts = max(ts, item[1])
         agg = old_agg
-        if value.old is not None and old_agg is not None:
-            agg = self._subtractor(old_agg, value.old)
-        if value.new is not None:
-            agg = value.new if agg is None else self._adder(agg, value.new)
+        if old is not None and old_agg is not None:
+            agg = self._subtractor(old_agg, old)
+        if new is not None:
+            agg = new if agg is None else self._adder(agg, new)
         self._store.put_with_timestamp(key, agg, ts)
-        self.forward(key, Change(agg, old_agg if self._old else None), ctx.with_timestamp(ts))
+        self.forward_change(key, agg, old_agg if self._old else None, ctx.with_timestamp(ts))
 
 
 class WindowedAggregateProcessor(InternalProcessor):
@@ -207,9 +215,9 @@ class WindowedAggregateProcessor(InternalProcessor):
             window = self._window_cache.get(start)
             if window is None:
                 window = self._window_of(start, end)
-            self.forward(_new_tuple(Windowed, (key, window)),
-                         _new_tuple(Change, (new, old if self._old else None)),
-                         ctx if out_ts == ts else ctx._replace(timestamp=out_ts))
+            self.forward_change(_new_tuple(Windowed, (key, window)), new,
+                                old if self._old else None,
+                                ctx if out_ts == ts else ctx._replace(timestamp=out_ts))
 
     def aggregate_into(self, key: Any, value: Any, ts: int, start: int,
                        fresh: tuple[Any, Any] | None = None) -> tuple[Any, Any, int]:

@@ -35,7 +35,6 @@ from suppress.config import BufferFullStrategy
 from suppress.entry import RecordContext, context_size, entry_size
 from suppress.errors import BufferFullError
 
-from ...record import Change
 from ...windows import Window, Windowed
 from .aggregate import WindowedAggregateProcessor
 from .suppress import SuppressNodeProcessor
@@ -330,7 +329,7 @@ class FusedFinalResults:
         """
         starts = self._starts
         size = self._size
-        forward = self._suppress.forward
+        forward = self._suppress.forward_change
         metrics = self._metrics
         key_bytes = self._key_bytes
         while starts and starts[0] + size <= closed_up_to:
@@ -344,7 +343,7 @@ class FusedFinalResults:
                 if new is not None:  # a window that ended deleted has no final result
                     ctx = _emitted_context(entry)
                     metrics.emit_total += 1
-                    forward(_new_tuple(Windowed, (key, window)), Change(new, entry[_OLD]), ctx)
+                    forward(_new_tuple(Windowed, (key, window)), new, entry[_OLD], ctx)
                 del entries[key]
                 self._count -= 1
                 if self._track_bytes:

@@ -128,19 +128,19 @@ class SinkProcessor(InternalProcessor):
         self._value_serde = value_serde
 
     def init(self, task: Any) -> None:
-        """Resolve the topic name and bind the task's producer for it."""
+        """Resolve the topic name and bind the task's producer for it.
+
+        Without serdes, the producer itself becomes this sink's ``process``.
+        """
         self._produce = task.producer_for(task.resolve_topic(self.topic))
         if self._key_serde is None and self._value_serde is None:
-            self.process = self._process_objects  # type: ignore[method-assign]
+            self.process = self._produce  # type: ignore[method-assign]
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Serialize (if serdes are set) and hand the record to the task's producer."""
         kb = None if self._key_serde is None else self._key_serde.serialize(key)
         vb = None if self._value_serde is None else self._value_serde.serialize(value)
-        self._produce(key, value, kb, vb, ctx)
-
-    def _process_objects(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        self._produce(key, value, None, None, ctx)
+        self._produce(key, value, ctx, kb, vb)
 
 
 class _Context:

@@ -14,8 +14,6 @@ from ..graph import InternalProcessor
 
 __all__ = ("SuppressNodeProcessor",)
 
-_new_tuple = tuple.__new__  # builds Change without its Python-level __new__
-
 
 class SuppressNodeProcessor(InternalProcessor):
     """Feeds table changes to the suppression engine and forwards what it emits.
@@ -42,11 +40,15 @@ class SuppressNodeProcessor(InternalProcessor):
             debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time)
         task.metrics.suppressors[self.name] = self.engine.metrics
         task.suppressors[self.name] = self.engine
-        self.process = self.engine.process_change  # type: ignore[method-assign,assignment]
+        self.process_change = self.engine.process_change  # type: ignore[method-assign]
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """:meth:`process_change` for a ``Change``."""
+        self.engine.process_change(key, value[0], value[1], ctx)
+
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer the change; the engine emits what is due (replaced by the engine's own)."""
-        self.engine.process_change(key, value, ctx)
+        self.engine.process_change(key, new, old, ctx)
 
     def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
-        self.forward(key, _new_tuple(Change, (new, old)), ctx)
+        self.forward_change(key, new, old, ctx)

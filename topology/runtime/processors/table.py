@@ -26,9 +26,6 @@ __all__ = (
 )
 
 
-_new_tuple = tuple.__new__  # builds Change without its Python-level __new__
-
-
 def log_null_key(task: Any, ctx: RecordContext) -> None:
     """Count and log a record dropped for its ``None`` key (Kafka's wording)."""
     task.metrics.drop(DropReason.NULL_KEY)
@@ -58,8 +55,7 @@ class TableSourceProcessor(InternalProcessor):
             log_null_key(self._task, ctx)
             return
         item = self._upsert(key, value, ctx[0])
-        old = item[0] if item is not None and self._old else None
-        self.forward(key, _new_tuple(Change, (value, old)), ctx)
+        self.forward_change(key, value, item[0] if item is not None and self._old else None, ctx)
 
 
 class TableFilterProcessor(InternalProcessor):
@@ -81,15 +77,19 @@ class TableFilterProcessor(InternalProcessor):
         return None
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """:meth:`process_change` for a ``Change``."""
+        self.process_change(key, value[0], value[1], ctx)
+
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Forward the filtered change (nothing when both sides are ``None`` with old values)."""
-        new = self._keep(key, value.new)
+        new = self._keep(key, new)
         if self._old:
-            old = self._keep(key, value.old)
+            old = self._keep(key, old)
             if new is None and old is None:
                 return
         else:
             old = None
-        self.forward(key, Change(new, old), ctx)
+        self.forward_change(key, new, old, ctx)
 
 
 class TableMapValuesProcessor(InternalProcessor):
@@ -104,11 +104,14 @@ class TableMapValuesProcessor(InternalProcessor):
         self._old = self._send_old()
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """:meth:`process_change` for a ``Change``."""
+        self.process_change(key, value[0], value[1], ctx)
+
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Forward the mapped change."""
         mapper = self._mapper
-        new = None if value.new is None else mapper(value.new)
-        old = mapper(value.old) if self._old and value.old is not None else None
-        self.forward(key, Change(new, old), ctx)
+        self.forward_change(key, None if new is None else mapper(new),
+                            mapper(old) if self._old and old is not None else None, ctx)
 
 
 class ToStreamProcessor(InternalProcessor):
@@ -116,7 +119,11 @@ class ToStreamProcessor(InternalProcessor):
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
         """Forward ``value.new``."""
-        self.forward(key, value.new, ctx)
+        self.forward(key, value[0], ctx)
+
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Forward ``new``."""
+        self.forward(key, new, ctx)
 
 
 class TableRepartitionMapProcessor(InternalProcessor):
@@ -148,14 +155,18 @@ class TableRepartitionMapProcessor(InternalProcessor):
         return pair
 
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
+        """:meth:`process_change` for a ``Change``."""
+        self.process_change(key, value[0], value[1], ctx)
+
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Forward the subtraction, then the addition."""
-        old_pair = self._select(key, value.old, ctx)
-        new_pair = self._select(key, value.new, ctx)
+        old_pair = self._select(key, old, ctx)
+        new_pair = self._select(key, new, ctx)
         if (old_pair is not None and new_pair is not None and old_pair[1] is not None
                 and new_pair[1] is not None and old_pair[0] == new_pair[0]):
-            self.forward(new_pair[0], Change(new_pair[1], old_pair[1]), ctx)
+            self.forward_change(new_pair[0], new_pair[1], old_pair[1], ctx)
             return
         if old_pair is not None and old_pair[1] is not None:
-            self.forward(old_pair[0], Change(None, old_pair[1]), ctx)
+            self.forward_change(old_pair[0], None, old_pair[1], ctx)
         if new_pair is not None and new_pair[1] is not None:
-            self.forward(new_pair[0], Change(new_pair[1], None), ctx)
+            self.forward_change(new_pair[0], new_pair[1], None, ctx)
