@@ -116,6 +116,13 @@ class TimeOrderedBuffer:
             if self._track_bytes:
                 self._resize(entry)
             return
+        self.add(time, key, new, old, context)
+
+    def add(self, time: int, key: Any, new: Any, old: Any, context: RecordContext) -> None:
+        """:meth:`put` for a key known not to be buffered: buffered at ``time``, prior ``old``.
+
+        Runtime complexity: O(log n).
+        """
         key_bytes = self._key_ser(key)
         entry = BufferedEntry(time, key_bytes, key, new, old, old, context)
         if self._track_bytes:
@@ -177,10 +184,14 @@ class TimeOrderedBuffer:
             raise ValueError("a bytes limit needs a buffer that tracks bytes")
         heap = self._heap
         evicted = 0
-        if bytes_limit is None and records_limit is not None:  # the common case, one test
+        if bytes_limit is None and records_limit is not None:  # the common case, inlined
+            index = self._index
             while len(heap) > records_limit:
-                callback(heap[0][3])
-                self._pop_head()
+                entry = heap[0][3]
+                callback(entry)
+                heapq.heappop(heap)  # _pop_head, inlined
+                del index[entry.key]
+                self._bytes -= entry.size
                 evicted += 1
             return evicted
         while heap and ((records_limit is not None and len(heap) > records_limit)

@@ -170,6 +170,10 @@ class SuppressProcessor:
                 if self._bounded or self._heap[0][0] <= self.stream_time - self.delay_ms:
                     self._enforce()
                 return
+            time_of = self._buffer_time_of
+            self.buffer.add(ts if time_of is None else time_of(key), key, new, old, context)
+            self._enforce()
+            return
         time_of = self._buffer_time_of
         self.buffer.put(ts if time_of is None else time_of(key), key, new, old, context)
         if self._debug:
@@ -184,28 +188,24 @@ class SuppressProcessor:
             buffer.evict_expired(expiry, self._emit_entry)
             if self._debug:
                 self.metrics.sample()
-        if self._bounded and self._over_capacity():
+        records_limit = self._records_limit
+        bytes_limit = self._bytes_limit
+        if self._bounded and (
+                (records_limit is not None and len(self._heap) > records_limit)
+                or (bytes_limit is not None and buffer.size_bytes > bytes_limit)):
             if self._emit_early:
-                buffer.evict_over(self._records_limit, self._bytes_limit, self._emit_entry)
+                buffer.evict_over(records_limit, bytes_limit, self._emit_entry)
                 if self._debug:
                     self.metrics.sample()
             else:
-                raise BufferFullError(self.name, buffer.num_records, self._records_limit,
-                                      buffer.size_bytes, self._bytes_limit)
-
-    def _over_capacity(self) -> bool:
-        records_limit = self._records_limit
-        bytes_limit = self._bytes_limit
-        return (records_limit is not None and len(self._heap) > records_limit) or (
-            bytes_limit is not None and self.buffer.size_bytes > bytes_limit
-        )
+                raise BufferFullError(self.name, buffer.num_records, records_limit,
+                                      buffer.size_bytes, bytes_limit)
 
     def _emit_entry(self, entry: BufferedEntry) -> None:
         if self._final and entry.new is None:
             return  # a window that ended as a tombstone has no final result
         self.metrics.emit_total += 1
         self._emit(entry.key, entry.new, entry.old, entry.context)
-
 
     def prior_value(self, key: Any) -> tuple[bool, Any]:
         """``(True, value downstream last saw)`` for a buffered key, else ``(False, None)``."""

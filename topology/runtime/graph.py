@@ -36,7 +36,11 @@ class InternalProcessor:
     name: str = ""
 
     def init(self, task: Any) -> None:
-        """Connect stores and metrics of ``task`` (called once, parents before children)."""
+        """Connect stores and metrics of ``task``.
+
+        Called once, children before parents, when ``forward`` and ``forward_change`` are
+        already wired.
+        """
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Handle one record."""

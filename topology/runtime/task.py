@@ -93,33 +93,29 @@ class Task:
             if node.kind == "source":
                 for topic in node.topics:
                     self.sources[self.resolve_topic(topic)] = self.processors[node.name]
-        for node in topology.nodes:
-            self.processors[node.name].init(self)
-        self._fuse(topology)
-        # wired after init: a processor may pick a specialised ``process`` in ``init``
-        for node in topology.nodes:
+        # Children first (nodes are listed parents first): a node is wired to its children's
+        # entry points, then initialised, so its ``init`` may bind its own forwards or install
+        # a specialised ``process`` for its parents to call.
+        for node in reversed(topology.nodes):
             proc = self.processors[node.name]
             children = [self.processors[c.name] for c in node.children]
             proc.forward = _fan_out([c.process for c in children])  # type: ignore[method-assign]
             proc.forward_change = _fan_out(  # type: ignore[method-assign]
                 [c.process_change for c in children])
+            proc.init(self)
+            if len(children) == 1:
+                self._fuse(node.name, proc, children[0])
 
-    def _fuse(self, topology: Topology) -> None:
-        """Fuse windowed aggregations with their final-results suppressions.
+    def _fuse(self, name: str, parent: InternalProcessor, child: InternalProcessor) -> None:
+        """Fuse a windowed aggregation with a final-results suppression, its only child.
 
-        Applies where the suppression is the aggregation's only child: both then run as one
-        step, with the same results (processors/fused.py).
+        Both then run as one step, with the same results (processors/fused.py).
         """
         from .processors.fused import FusedFinalResults, can_fuse
 
-        for node in topology.nodes:
-            if len(node.children) != 1:
-                continue
-            parent = self.processors[node.name]
-            child = self.processors[node.children[0].name]
-            if can_fuse(parent, child, self.debug_metrics):
-                fused = self.fused[node.name] = FusedFinalResults(parent, child)
-                parent.process = fused.step()  # type: ignore[method-assign]
+        if can_fuse(parent, child, self.debug_metrics):
+            fused = self.fused[name] = FusedFinalResults(parent, child)  # type: ignore[arg-type]
+            parent.process = fused.step()  # type: ignore[method-assign]
 
     def resolve_topic(self, topic: str) -> str:
         """The real name of ``topic``: internal topics get the application id as prefix."""

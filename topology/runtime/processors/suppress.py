@@ -33,9 +33,12 @@ class SuppressNodeProcessor(InternalProcessor):
         self._buffer_time = buffer_time
 
     def init(self, task: Any) -> None:
-        """Create the engine, register its metrics, and process changes with it directly."""
+        """Create the engine, register its metrics, and process changes with it directly.
+
+        The engine emits straight to this node's children (already wired).
+        """
         self.engine = SuppressProcessor(
-            self.name, self.suppressed, self._delay_ms, self._emit,
+            self.name, self.suppressed, self._delay_ms, self.forward_change,
             self.key_serializer, self.value_serializer,  # type: ignore[arg-type]
             debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time)
         task.metrics.suppressors[self.name] = self.engine.metrics
@@ -49,6 +52,3 @@ class SuppressNodeProcessor(InternalProcessor):
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer the change; the engine emits what is due (replaced by the engine's own)."""
         self.engine.process_change(key, new, old, ctx)
-
-    def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
-        self.forward_change(key, new, old, ctx)
