@@ -15,6 +15,7 @@ from ..runtime.clock import MockClock, SystemClock
 from ..runtime.graph import Topology
 from ..runtime.task import Task
 from ..serde import Serde
+from ..windows import Windowed
 from .topics import TestInputTopic, TestOutputTopic
 
 __all__ = ("TopologyTestDriver",)
@@ -117,9 +118,11 @@ class TopologyTestDriver:
         """The function that stores what sinks write to ``topic``, in order.
 
         Each record is kept as a flat tuple ``(key, value, timestamp, headers, key_bytes,
-        value_bytes)``: the garbage collector stops tracking a tuple of plain values, so
-        millions of waiting records cost it nothing (a context object would keep them
-        tracked).
+        value_bytes)``, a :class:`~topology.Windowed` key as its parts ``(key, ...,
+        value_bytes, start, end)``: the garbage collector stops tracking a tuple of plain
+        values, so a million waiting records cost it nothing (a context or a named tuple
+        inside would keep each one tracked, and scanned by every full collection).
+        :class:`~topology.testing.topics.TestOutputTopic` rebuilds the key when read.
         """
         outputs = self._outputs
         append: Callable[[Any], None] | None = None
@@ -129,7 +132,12 @@ class TopologyTestDriver:
             nonlocal append
             if append is None:  # the topic exists from its first record on
                 append = outputs.setdefault(topic, deque()).append
-            append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
+            if type(key) is Windowed:
+                window = key[1]
+                append((key[0], value, ctx[0], ctx[4], key_bytes, value_bytes,
+                        window[0], window[1]))
+            else:
+                append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
 
         return capture
 

@@ -11,11 +11,37 @@ from typing import TYPE_CHECKING, Any, final
 from ..errors import EmptyTopicError
 from ..record import Headers, normalize_headers
 from ..serde import Serde
+from ..windows import Window, Windowed
 
 if TYPE_CHECKING:
     from .driver import TopologyTestDriver
 
 __all__ = ("TestInputTopic", "TestOutputTopic", "TestRecord")
+
+_new_tuple = tuple.__new__  # builds named tuples without their Python-level __new__
+
+
+def _windowed(key: Any, start: int, end: int) -> Windowed:
+    """A windowed key the driver held as its parts."""
+    return _new_tuple(Windowed, (key, _new_tuple(Window, (start, end))))
+
+
+def _plain_records(queue: Iterable[tuple[Any, ...]]) -> list[TestRecord]:
+    """Records held by the driver, as produced (no serdes); windowed keys rebuilt."""
+    of = TestRecord._of
+    out = []
+    append = out.append
+    windows: dict[tuple[int, int], Window] = {}  # one Window object per window
+    for item in queue:
+        if len(item) == 6:
+            append(of(item[0], item[1], item[2], item[3]))
+            continue
+        bounds = item[6:]
+        window = windows.get(bounds)
+        if window is None:
+            window = windows[bounds] = _new_tuple(Window, bounds)
+        append(of(_new_tuple(Windowed, (item[0], window)), item[1], item[2], item[3]))
+    return out
 
 
 @contextmanager
@@ -184,7 +210,9 @@ class TestOutputTopic:
         return self._driver._outputs.get(self.name)
 
     def _convert(self, item: tuple[Any, ...]) -> TestRecord:
-        key, value, timestamp, headers, kb, vb = item
+        key, value, timestamp, headers, kb, vb = item[:6]
+        if len(item) == 8:
+            key = _windowed(key, item[6], item[7])
         if self._plain:
             return TestRecord._of(key, value, timestamp, headers)
         if self._key_serde is not None:
@@ -223,9 +251,8 @@ class TestOutputTopic:
         if not queue:
             return []
         if self._plain:  # the objects as produced: one loop, no per-record method call
-            of = TestRecord._of
             with _no_cyclic_gc():
-                out = [of(k, v, ts, headers) for k, v, ts, headers, _, _ in queue]
+                out = _plain_records(queue)
         else:
             out = [self._convert(item) for item in queue]
         queue.clear()
