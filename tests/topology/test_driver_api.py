@@ -7,6 +7,7 @@ negative timestamps, headers as a sequence of ``(str, bytes)`` pairs.
 
 from __future__ import annotations
 
+import gc
 from datetime import timedelta
 
 import pytest
@@ -478,3 +479,65 @@ def test_piping_no_records_is_not_an_error() -> None:
     with TTD(b.build()) as d:
         d.create_input_topic("in").pipe_records([])
         d.create_input_topic("elsewhere").pipe_records([])
+
+
+def _windowed_counts() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("in", _strings()).group_by_key()
+     .windowed_by(TimeWindows.of_size_with_no_grace(10)).count().to_stream().to("out"))
+    return b.build()
+
+
+def _pipe_windowed(driver: TopologyTestDriver) -> None:
+    source = driver.create_input_topic("in", Serdes.string(), Serdes.string())
+    for key, ts in (("a", 0), ("b", 3), ("a", 12)):
+        source.pipe_input(key, "x", timestamp=ts)
+
+
+WINDOWED_COUNTS = [
+    (Windowed("a", Window(0, 10)), 1, 0),
+    (Windowed("b", Window(0, 10)), 1, 3),
+    (Windowed("a", Window(10, 20)), 1, 12),
+]
+
+
+@pytest.mark.parametrize("read", ["list", "one_by_one", "with_serdes"])
+def test_windowed_keys_read_back_whole(read: str) -> None:
+    """The driver holds windowed keys as plain parts; every way of reading rebuilds them."""
+    with TopologyTestDriver(_windowed_counts()) as driver:
+        _pipe_windowed(driver)
+        if read == "with_serdes":
+            out = driver.create_output_topic(
+                "out", Serdes.time_windowed(Serdes.string(), 10), Serdes.long())
+        else:
+            out = driver.create_output_topic("out")
+        if read == "one_by_one":
+            records = [out.read_record() for _ in range(out.queue_size())]
+        else:
+            records = out.read_records_to_list()
+    assert [(r.key, r.value, r.timestamp) for r in records] == WINDOWED_COUNTS
+    assert all(type(r.key) is Windowed and type(r.key.window) is Window for r in records)
+
+
+def test_waiting_output_records_are_not_tracked_by_the_garbage_collector() -> None:
+    """A million waiting outputs must not be rescanned by every full collection."""
+    with TopologyTestDriver(_windowed_counts()) as driver:
+        _pipe_windowed(driver)
+        driver.create_input_topic("in").pipe_records([("c", "x", 13), ("d", "x", 14)])
+        gc.collect()
+        waiting = list(driver._outputs["out"])
+        assert len(waiting) == 5
+        assert not any(gc.is_tracked(item) for item in waiting)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_reading_outputs_leaves_the_garbage_collector_as_it_was(enabled: bool) -> None:
+    with TopologyTestDriver(passthrough()) as driver:
+        driver.create_input_topic("in").pipe_records([("k", "v", 1)])
+        was = gc.isenabled()
+        (gc.enable if enabled else gc.disable)()
+        try:
+            assert len(driver.create_output_topic("out").read_records_to_list()) == 1
+            assert gc.isenabled() is enabled
+        finally:
+            (gc.enable if was else gc.disable)()
