@@ -16,13 +16,15 @@ Windows that ended deleted (the aggregator returned ``None``) are dropped at emi
 A property test (tests/topology/test_fusion.py) runs random streams both ways (DEBUG metrics
 turn fusion off) and compares outputs, errors, drops, metrics and store contents.
 
-Buffer entry layout: ``[value, timestamp, old, context, prior, topic]``, plus
-``[size, base size, prior bytes, value bytes]`` when a ``max_bytes`` limit needs byte
+Buffer entries are tuples ``(value, timestamp, old, context, prior, topic)``, plus ``(size,
+base size, prior bytes, value bytes, key bytes)`` when a ``max_bytes`` limit needs byte
 accounting (kept up to date on every update as the separate buffer does; the base size is the
-part that never changes: 8 + key bytes + prior bytes). Records piped in bulk reach the step
-without a context object (see :meth:`FusedFinalResults.step`): their entry keeps the offset in
-place of the context and the topic beside it (``None`` otherwise), and the context is built
-only when the window is emitted.
+part that never changes: 8 + key bytes + prior bytes). An update replaces the tuple. Records
+piped in bulk reach the step without a context object (see :meth:`FusedFinalResults.step`):
+their entry keeps the offset in place of the context and the topic beside it (``None``
+otherwise), and the context is built only when the window is emitted. An entry of plain
+values is a tuple the garbage collector stops tracking, so the tens of thousands of live
+windows are not rescanned by every full collection, as mutable entries were.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 from suppress.config import BufferFullStrategy
 from suppress.entry import RecordContext, context_size, entry_size
-from suppress.errors import BufferFullError
+from suppress.errors import LONG_MAX, BufferFullError
 
 from ...windows import Window, Windowed
 from .aggregate import WindowedAggregateProcessor
@@ -42,7 +44,8 @@ from .table import log_null_key
 
 __all__ = ("FusedFinalResults", "can_fuse")
 
-_VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _SIZE, _BASE, _PRIOR_BYTES, _VALUE_BYTES = range(10)
+_VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _SIZE, _BASE, _PRIOR_BYTES, _VALUE_BYTES, _KEY_BYTES = \
+    range(11)
 _new_tuple = tuple.__new__
 Step = Callable[..., None]
 
@@ -57,7 +60,7 @@ def can_fuse(aggregate: Any, child: Any, debug_metrics: bool) -> bool:
     return child.suppressed.final_results and cfg.strategy is BufferFullStrategy.SHUT_DOWN
 
 
-def _key_bytes_of(item: tuple[bytes, Any, list[Any]]) -> bytes:
+def _key_bytes_of(item: tuple[bytes, Any, tuple[Any, ...]]) -> bytes:
     return item[0]
 
 
@@ -66,7 +69,7 @@ def _context(timestamp: int, offset: int, topic: str) -> RecordContext:
     return _new_tuple(RecordContext, (timestamp, offset, topic, 0, ()))
 
 
-def _emitted_context(entry: list[Any]) -> RecordContext:
+def _emitted_context(entry: tuple[Any, ...]) -> RecordContext:
     """The context of an entry's latest update, with the aggregate's timestamp."""
     if entry[_TOPIC] is not None:
         return _context(entry[_TS], entry[_CTX], entry[_TOPIC])
@@ -96,14 +99,16 @@ class FusedFinalResults:
         self._metrics = suppress.engine.metrics
         self._key_bytes = suppress.key_serializer
         self._value_bytes = suppress.value_serializer
-        self._buffer: dict[int, dict[Any, list[Any]]] = {}  # window start -> key -> entry
+        self._buffer: dict[int, dict[Any, tuple[Any, ...]]] = {}  # window start -> key -> entry
         self._starts: list[int] = []  # heap of the buffer's window starts
         self._count = 0
         self._bytes = 0  # kept only with a bytes limit
         cfg = suppress.suppressed.buffer_config
         self._records_limit = cfg.records_limit
         self._bytes_limit = cfg.bytes_limit
-        self._bounded = cfg.is_bounded
+        # limits as numbers no count or size reaches when unset: one comparison each
+        self._max_count = LONG_MAX if cfg.records_limit is None else cfg.records_limit
+        self._max_bytes = LONG_MAX if cfg.bytes_limit is None else cfg.bytes_limit
         self._track_bytes = cfg.bytes_limit is not None
         self._closed_up_to = aggregate.stream_time - self._grace
         self._windows_cache: dict[int, Window] = {}
@@ -146,13 +151,13 @@ class FusedFinalResults:
         agg, store, task = self._agg, self._store, self._task
         size, grace = self._size, self._grace
         aggregator, initializer = self._aggregator, self._initializer
-        update, emit_closed, check_capacity = self._update, self._emit_closed, self._check_capacity
+        update, emit_closed = self._update, self._emit_closed
         starts = self._starts
-        track, bounded = self._track_bytes, self._bounded
-        resize = self._resize
+        track, max_count, max_bytes = self._track_bytes, self._max_count, self._max_bytes
+        tracked = self._tracked
         last_start, last_version = -1, -1
         last_bucket: dict[Any, Any] = {}
-        last_entries: dict[Any, list[Any]] = {}
+        last_entries: dict[Any, tuple[Any, ...]] = {}
 
         def step(key: Any, value: Any, ctx: Any, offset: int = -1,
                  topic: str | None = None) -> None:
@@ -185,32 +190,31 @@ class FusedFinalResults:
                     else:
                         last_bucket[key] = (new, out_ts)
                     if track:
-                        known = old is entry[0]
-                        old_bytes = entry[9] if known else None
-                    entry[0] = new
-                    entry[1] = out_ts
-                    entry[2] = old
-                    entry[3] = stored
-                    entry[5] = topic
-                    if track:
-                        resize(entry, old_bytes, not known and old is not None)
+                        last_entries[key] = tracked(entry, key, start, new, out_ts, old, stored,
+                                                    topic)
+                    else:
+                        last_entries[key] = (new, out_ts, old, stored, entry[4], topic)
                     if starts[0] + size <= closed:
                         emit_closed(closed)
-                    if bounded:
-                        check_capacity()
+                    if self._count > max_count or self._bytes > max_bytes:
+                        self._check_capacity()
                     return
-                if item is None and entry is None and not track and initializer is not None:
+                if item is None and entry is None and initializer is not None:
                     # a key new to the window last written
                     old = initializer()
                     new = aggregator(key, value, old)
                     if new is not None:
                         last_bucket[key] = (new, ts)
-                        last_entries[key] = [new, ts, old, stored, old, topic]
+                        if track:
+                            last_entries[key] = tracked(None, key, start, new, ts, old, stored,
+                                                        topic)
+                        else:
+                            last_entries[key] = (new, ts, old, stored, old, topic)
                         self._count += 1
                         if starts[0] + size <= closed:
                             emit_closed(closed)
-                        if bounded:
-                            check_capacity()
+                        if self._count > max_count or self._bytes > max_bytes:
+                            self._check_capacity()
                         return
                     # a None aggregate deletes: the general path below handles it
                     if topic is not None:
@@ -244,7 +248,7 @@ class FusedFinalResults:
         self._buffer_change(key, start, new, out_ts, old, ctx)
         if self._starts[0] + size <= self._closed_up_to:  # time eviction, then capacity
             self._emit_closed(self._closed_up_to)
-        if self._bounded:
+        if self._count > self._max_count or self._bytes > self._max_bytes:
             self._check_capacity()
 
     def _buffer_change(self, key: Any, start: int, new: Any, out_ts: int, old: Any,
@@ -255,23 +259,11 @@ class FusedFinalResults:
             heapq.heappush(self._starts, start)
         entry = entries.get(key)
         if entry is None:
-            entry = entries[key] = [new, out_ts, old, ctx, old, None]
             self._count += 1
-            if self._track_bytes:
-                kb = self._key_bytes(_new_tuple(Windowed, (key, self._window(start)))) or b""
-                pb = None if old is None else self._value_bytes(old)
-                entry += [0, 8 + len(kb) + (0 if pb is None else len(pb)), pb, None]
-                self._resize(entry, pb, False)
-            return
-        old_bytes = entry[_VALUE_BYTES] if self._track_bytes and old is entry[0] else None
-        unknown_old = old is not entry[_VALUE] and old is not None
-        entry[_VALUE] = new
-        entry[_TS] = out_ts
-        entry[_OLD] = old
-        entry[_CTX] = ctx
-        entry[_TOPIC] = None
         if self._track_bytes:
-            self._resize(entry, old_bytes, unknown_old)
+            entries[key] = self._tracked(entry, key, start, new, out_ts, old, ctx, None)
+        else:
+            entries[key] = (new, out_ts, old, ctx, old if entry is None else entry[_PRIOR], None)
 
     def _window(self, start: int) -> Window:
         window = self._windows_cache.get(start)
@@ -281,39 +273,48 @@ class FusedFinalResults:
             window = self._windows_cache[start] = Window(start, start + self._size)
         return window
 
-    def _resize(self, entry: list[Any], old_bytes: bytes | None, unknown_old: bool) -> None:
-        """Recompute an entry's size after an update.
+    def _tracked(self, entry: tuple[Any, ...] | None, key: Any, start: int, new: Any,
+                 out_ts: int, old: Any, stored: Any, topic: str | None) -> tuple[Any, ...]:
+        """The entry after an update (``entry`` None: a new one), sized; the total adjusted.
 
-        ``old_bytes`` are the old value's bytes when known (it was the entry's previous
-        value); with ``unknown_old`` they are computed.
+        ``stored``/``topic``: the context, or a raw record's offset and topic.
         """
-        if unknown_old:
-            old_bytes = self._value_bytes(entry[_OLD])
-        new = entry[_VALUE]
-        new_bytes = None if new is None else self._value_bytes(new)
-        size = entry[_BASE] + self._context_size(entry)
-        if old_bytes is not None and old_bytes != entry[_PRIOR_BYTES]:
+        ser = self._value_bytes
+        if entry is None:
+            kb = self._key_bytes(_new_tuple(Windowed, (key, self._window(start)))) or b""
+            prior, prior_bytes = old, None if old is None else ser(old)
+            old_bytes, base, previous = prior_bytes, 8 + len(kb), 0
+            if prior_bytes is not None:
+                base += len(prior_bytes)
+        else:
+            value, _, _, _, prior, _, previous, base, prior_bytes, value_bytes, kb = entry
+            # the old value is usually the entry's previous value, whose bytes are known
+            old_bytes = value_bytes if old is value else (None if old is None else ser(old))
+        new_bytes = None if new is None else ser(new)
+        context_bytes = None if topic is None else self._topic_sizes.get(topic)
+        if context_bytes is None:
+            context_bytes = self._context_size(stored, topic)
+        size = base + context_bytes
+        if old_bytes is not None and old_bytes != prior_bytes:
             size += len(old_bytes)
         if new_bytes is not None:
             size += len(new_bytes)
-        entry[_VALUE_BYTES] = new_bytes
-        self._bytes += size - entry[_SIZE]
-        entry[_SIZE] = size
+        self._bytes += size - previous
+        return (new, out_ts, old, stored, prior, topic, size, base, prior_bytes, new_bytes, kb)
 
-    def _context_size(self, entry: list[Any]) -> int:
+    def _context_size(self, stored: Any, topic: str | None) -> int:
         """``context_size`` of an entry's context, memoized per topic without headers."""
-        topic = entry[_TOPIC]
         if topic is None:
-            ctx = entry[_CTX]
-            if ctx[4]:
-                return context_size(ctx)
-            topic = ctx[2]
+            if stored[4]:
+                return context_size(stored)
+            topic = stored[2]
         size = self._topic_sizes.get(topic)
         if size is None:
             size = self._topic_sizes[topic] = context_size(_context(0, 0, topic))
         return size
 
     def _check_capacity(self) -> None:
+        """Raise :class:`BufferFullError` if over a limit (strict buffers shut down)."""
         records_limit = self._records_limit
         bytes_limit = self._bytes_limit
         if (records_limit is not None and self._count > records_limit) or (
@@ -336,8 +337,12 @@ class FusedFinalResults:
             start = starts[0]
             window = self._window(start)
             entries = self._buffer[start]
-            ordered = sorted(((key_bytes(_new_tuple(Windowed, (k, window))), k, e)
-                              for k, e in entries.items()), key=_key_bytes_of)
+            if self._track_bytes:
+                ordered = sorted(((e[_KEY_BYTES], k, e) for k, e in entries.items()),
+                                 key=_key_bytes_of)
+            else:
+                ordered = sorted(((key_bytes(_new_tuple(Windowed, (k, window))), k, e)
+                                  for k, e in entries.items()), key=_key_bytes_of)
             for _, key, entry in ordered:
                 new = entry[_VALUE]
                 if new is not None:  # a window that ended deleted has no final result
