@@ -53,21 +53,23 @@ def cpu_time(fn: Callable[[], Any]) -> float:
     return elapsed
 
 
-def paired(repeat: int, fn: Callable[[], Any], ref: Callable[[], Any]
-           ) -> tuple[Any, Any, float, float]:
-    """Time ``ref`` and ``fn`` back to back ``repeat`` times, then run each once more.
+def paired(repeat: int, fn: Callable[[], Any], ref: Callable[[], Any],
+           check: Callable[[Any, Any], Any]) -> tuple[Any, float, float]:
+    """Check ``fn``'s output against ``ref``'s, then time both back to back ``repeat`` times.
 
-    Returns the results of the last, untimed, runs (for the comparison) and the median of
-    each one's CPU times. The machine is shared, so pairs taken close together and medians
-    are what stays stable from run to run. While a run is timed only its input is alive:
-    earlier results would change the garbage collector's work (a full collection scans
-    every live container), which moved the reference's figures by 50 %.
+    ``check(output, reference_output)`` raises ``SystemExit`` if they differ and returns a
+    summary. Returns that summary and the median of each one's CPU times. The machine is
+    shared, so pairs taken close together and medians are what stays stable from run to
+    run. While a run is timed only its input is alive: other live objects change the garbage
+    collector's work (a full collection scans every live container, and how often one runs
+    depends on how much survived), which moved the reference's figures by 50 %.
     """
+    summary = check(fn(), ref())
     ref_times, times = [], []
     for _ in range(repeat):
         ref_times.append(cpu_time(ref))
         times.append(cpu_time(fn))
-    return fn(), ref(), statistics.median(times), statistics.median(ref_times)
+    return summary, statistics.median(times), statistics.median(ref_times)
 
 
 # -- 1 and 3: final results -----------------------------------------------------------------
@@ -151,6 +153,55 @@ def memory(n: int) -> tuple[float, float]:
     return buffered / n, baseline / n
 
 
+Row = tuple[str, float, float, str, bool]  # label, runtime rate, reference rate, goal, met
+
+
+def bench_final(n: int, keys: int, rep: int) -> tuple[tuple[int, int], list[Row]]:
+    """Targets 1a, 1b and 3 on one clicks workload; (final windows, late drops) and rows."""
+    clicks = workloads.clicks(n, keys)
+    unbounded = BufferConfig.unbounded()
+
+    def same_as_reference(out: Any, ref_out: tuple[list[tuple], int]) -> tuple[int, int]:
+        if comparable_final(out) != ref_out:
+            raise SystemExit("final results differ from the reference")
+        return len(ref_out[0]), ref_out[1]
+
+    rows: list[Row] = []
+    for label, bulk, goal in (("1a final results, pipe_records", True, 0.25),
+                              ("1b final results, pipe_input", False, 0.15)):
+        summary, t, t_ref = paired(
+            rep, lambda bulk=bulk: run_final(clicks, bulk, unbounded),
+            lambda: reference.final_counts(clicks, SIZE, GRACE), same_as_reference)
+        rows.append((label, n / t, n / t_ref, f">= {goal:.2f}", t_ref / t >= goal))
+
+    def same_as_without(out: Any, out_off: Any) -> None:
+        if comparable_final(out) != comparable_final(out_off):
+            raise SystemExit("final results with max_bytes differ from those without")
+
+    bytes_cfg = unbounded.with_max_bytes(LONG_MAX)
+    _, t3, t3_off = paired(rep, lambda: run_final(clicks, True, bytes_cfg),
+                           lambda: run_final(clicks, True, unbounded), same_as_without)
+    rows.append(("3  max_bytes on vs off", n / t3, n / t3_off, ">= 0.60", t3_off / t3 >= 0.6))
+    return summary, rows
+
+
+def bench_time_limited(n: int, keys: int, rep: int) -> tuple[int, Row]:
+    """Target 2: the number of rate-limited updates emitted, and the row."""
+    updates = workloads.table_updates(n, keys)
+    limit, cap = 10_000, 1_000
+
+    def same_updates(out: list[Any], ref_out: list[tuple]) -> int:
+        if [(r.key, r.value, r.timestamp) for r in out] != ref_out:
+            raise SystemExit("time-limited output differs from the reference")
+        return len(ref_out)
+
+    emitted, t, t_ref = paired(rep, lambda: run_time_limited(updates, limit, cap),
+                               lambda: reference.time_limited(updates, limit, cap),
+                               same_updates)
+    return emitted, ("2  until_time_limit + max_records", n / t, n / t_ref, ">= 0.20",
+                     t_ref / t >= 0.2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -160,44 +211,14 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("topology").setLevel(logging.ERROR)  # late-record warnings
     n, rep = args.records, args.repeat
-    rows: list[tuple[str, float, float, str, bool]] = []
 
-    clicks = workloads.clicks(n, args.keys)
-    unbounded = BufferConfig.unbounded()
-    reference_final = lambda: reference.final_counts(clicks, SIZE, GRACE)  # noqa: E731
-    rates = {}
-    for label, bulk in (("pipe_records", True), ("pipe_input", False)):
-        out, ref_out, t, t_ref = paired(
-            rep, lambda bulk=bulk: run_final(clicks, bulk, unbounded), reference_final)
-        if comparable_final(out) != ref_out:
-            raise SystemExit(f"final results ({label}) differ from the reference")
-        rates[label] = (n / t, n / t_ref)
-    final_windows, late = len(ref_out[0]), ref_out[1]
-    for label, name, goal in (("1a final results, pipe_records", "pipe_records", 0.25),
-                              ("1b final results, pipe_input", "pipe_input", 0.15)):
-        rt, rf = rates[name]
-        rows.append((label, rt, rf, f">= {goal:.2f}", rt / rf >= goal))
-    bytes_cfg = unbounded.with_max_bytes(LONG_MAX)
-    out3, out3_off, t3, t3_off = paired(rep, lambda: run_final(clicks, True, bytes_cfg),
-                                        lambda: run_final(clicks, True, unbounded))
-    if comparable_final(out3) != comparable_final(out3_off):
-        raise SystemExit("final results with max_bytes differ from those without")
-
-    updates = workloads.table_updates(n, args.keys)
-    limit, cap = 10_000, 1_000
-    out2, ref2, t2, t2_ref = paired(rep, lambda: run_time_limited(updates, limit, cap),
-                                    lambda: reference.time_limited(updates, limit, cap))
-    if [(r.key, r.value, r.timestamp) for r in out2] != ref2:
-        raise SystemExit("time-limited output differs from the reference")
-    rows.append(("2  until_time_limit + max_records", n / t2, n / t2_ref, ">= 0.20",
-                 t2_ref / t2 >= 0.2))
-
-    rows.append(("3  max_bytes on vs off", n / t3, n / t3_off, ">= 0.60",
-                 t3_off / t3 >= 0.6))
+    (final_windows, late), final_rows = bench_final(n, args.keys, rep)
+    rate_limited, time_limited_row = bench_time_limited(n, args.keys, rep)
+    rows = [*final_rows[:2], time_limited_row, final_rows[2]]
 
     print(f"{n:,} records, {args.keys:,} keys, median CPU time of {rep} paired runs; outputs "
           f"identical to the references ({final_windows:,} final windows, {late:,} late drops; "
-          f"{len(ref2):,} rate-limited updates)")
+          f"{rate_limited:,} rate-limited updates)")
     print(f"  {'target':<36} {'runtime':>12} {'reference':>12} {'ratio':>7}  goal     met")
     for label, rt, rf, goal, met in rows:
         print(f"  {label:<36} {rt / 1e3:>9,.0f} k/s {rf / 1e3:>9,.0f} k/s {rt / rf:>7.3f}  "
