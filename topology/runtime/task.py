@@ -105,6 +105,10 @@ class Task:
             proc.init(self)
             if len(children) == 1:
                 self._fuse(node.name, proc, children[0])
+        # each source topic's entry point; those that take raw records need no context object
+        self._entries = {topic: source.forward for topic, source in self.sources.items()}
+        self._raw_topics = {topic for topic, forward in self._entries.items()
+                            if getattr(forward, "accepts_raw", False)}
 
     def _fuse(self, name: str, parent: InternalProcessor, child: InternalProcessor) -> None:
         """Fuse a windowed aggregation with a final-results suppression, its only child.
@@ -140,8 +144,8 @@ class Task:
     def _process_one(self, topic: str, key: Any, value: Any, timestamp: int,
                      headers: Headers) -> None:
         """One record through the topology: offset, stream time, lateness, punctuation."""
-        source = self.sources.get(topic)
-        if source is None:
+        forward = self._entries.get(topic)
+        if forward is None:
             raise UnknownTopicError(f"Unknown topic: {topic}")
         offsets = self._offsets
         offset = offsets.get(topic, 0)
@@ -155,8 +159,7 @@ class Task:
             metrics.lateness_sum += late
             if late > metrics.lateness_max:
                 metrics.lateness_max = late
-        forward = source.forward
-        if not headers and getattr(forward, "accepts_raw", False):
+        if not headers and topic in self._raw_topics:
             forward(key, value, timestamp, offset, topic)  # builds a context only if needed
         else:
             forward(key, value, _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers)))
@@ -198,7 +201,7 @@ class Task:
                 key, value, ts = record
                 if forward is None:
                     forward = self._entry(topic)
-                    raw = getattr(forward, "accepts_raw", False)
+                    raw = topic in self._raw_topics
                 this_offset = offset
                 offset += 1
                 late_n += 1
@@ -230,11 +233,12 @@ class Task:
             if late_max > metrics.lateness_max:
                 metrics.lateness_max = late_max
 
-    def _entry(self, topic: str) -> Callable[[Any, Any, RecordContext], None]:
-        source = self.sources.get(topic)
-        if source is None:
+    def _entry(self, topic: str) -> Callable[..., None]:
+        """Where records of ``topic`` enter: its source's children (sources pass through)."""
+        forward = self._entries.get(topic)
+        if forward is None:
             raise UnknownTopicError(f"Unknown topic: {topic}")
-        return source.forward  # sources pass records through unchanged
+        return forward
 
     def _drain(self) -> None:
         """Process records written to topics this topology reads, in the order written.
