@@ -44,8 +44,8 @@ from .table import log_null_key
 
 __all__ = ("FusedFinalResults", "can_fuse")
 
-_VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _SIZE, _BASE, _PRIOR_BYTES, _VALUE_BYTES, _KEY_BYTES = \
-    range(11)
+_VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _SIZE = range(7)  # entry fields (module docstring)
+_KEY_BYTES = 10  # (size, base size, prior bytes, value bytes, key bytes) follow _TOPIC
 _new_tuple = tuple.__new__
 Step = Callable[..., None]
 
