@@ -7,6 +7,8 @@ metrics must agree after every record.
 
 from __future__ import annotations
 
+import gc
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -257,3 +259,17 @@ def test_emitted_records_carry_the_offset_and_topic_of_their_latest_update() -> 
     assert bulk == separate
     assert [(r[0].key, r[3], r[4]) for r in bulk] == [
         ("a", "in", 2), ("b", "in", 1), ("c", "in", 3), ("c", "in", 4)]
+
+
+def test_buffered_windows_are_not_tracked_by_the_garbage_collector() -> None:
+    """Entries of plain values are tuples the collector stops scanning (bulk and per record)."""
+    for buffer in (BufferConfig.unbounded(), BufferConfig.max_bytes(10**9).shut_down_when_full()):
+        with TopologyTestDriver(build("count", 10, 10, 5, buffer)) as d:
+            topic = d.create_input_topic("in")
+            topic.pipe_records([("a", 1, 1), ("b", 1, 2), ("a", 1, 3)])
+            topic.pipe_input("c", 1, 4)
+            (fused,) = d._task.fused.values()
+            gc.collect()
+            entries = [e for window in fused._buffer.values() for e in window.values()]
+            assert len(entries) == 3
+            assert not any(gc.is_tracked(e) for e in entries)
