@@ -34,6 +34,14 @@ __all__ = ("SuppressionBuffer", "TimeOrderedBuffer")
 EvictCallback = Callable[[BufferedEntry], None]
 
 
+def _as_bytes(data: Any, key: Any) -> bytes:
+    """A serialized key as ``bytes``: bytes-like values are copied, anything else refused."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"the key serializer gave {type(data).__name__} for key {key!r}; a "
+                    "suppression orders keys by their serialized bytes, so it needs bytes")
+
+
 class SuppressionBuffer(Protocol):
     """What the suppress processor needs from a buffer tier (memory now, spill later)."""
 
@@ -121,15 +129,22 @@ class TimeOrderedBuffer:
     def add(self, time: int, key: Any, new: Any, old: Any, context: RecordContext) -> None:
         """:meth:`put` for a key known not to be buffered: buffered at ``time``, prior ``old``.
 
+        :raises TypeError: if the key serializer gives anything but bytes (the order of
+            keys is the order of their bytes); nothing is buffered then.
+
         Runtime complexity: O(log n).
         """
         key_bytes = self._key_ser(key)
+        if type(key_bytes) is not bytes:
+            key_bytes = _as_bytes(key_bytes, key)
         entry = BufferedEntry(time, key_bytes, key, new, old, old, context)
         if self._track_bytes:
             self._resize(entry)
-        self._index[key] = entry
         self._seq += 1
+        # bytes against bytes, and no two (time, bytes, seq) are equal: the push cannot fail
+        # half-way through its comparisons
         heapq.heappush(self._heap, (time, key_bytes, self._seq, entry))
+        self._index[key] = entry
 
     def _size_of(self, entry: BufferedEntry) -> int:
         ser = self._value_ser

@@ -122,7 +122,8 @@ class SuppressProcessor:
         self._bytes_limit = cfg.bytes_limit
         self._bounded = cfg.is_bounded
         self._emit_early = cfg.strategy is BufferFullStrategy.EMIT
-        self._emit = emit
+        self.emit = emit
+        """The callback records are let through to (replaceable before processing starts)."""
         self.buffer = TimeOrderedBuffer(
             key_serializer, value_serializer,
             track_bytes=cfg.bytes_limit is not None or debug_metrics,
@@ -205,7 +206,7 @@ class SuppressProcessor:
         if self._final and entry.new is None:
             return  # a window that ended as a tombstone has no final result
         self.metrics.emit_total += 1
-        self._emit(entry.key, entry.new, entry.old, entry.context)
+        self.emit(entry.key, entry.new, entry.old, entry.context)
 
     def prior_value(self, key: Any) -> tuple[bool, Any]:
         """``(True, value downstream last saw)`` for a buffered key, else ``(False, None)``."""

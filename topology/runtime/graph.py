@@ -36,11 +36,14 @@ class InternalProcessor:
     name: str = ""
 
     def init(self, task: Any) -> None:
-        """Connect stores and metrics of ``task``.
+        """Connect stores and metrics of ``task`` (called once, parents before children).
 
-        Called once, children before parents, when ``forward`` and ``forward_change`` are
-        already wired.
+        A processor may install a specialised ``process`` or ``process_change`` here: its
+        parents are wired to them afterwards.
         """
+
+    def connected(self) -> None:
+        """Called once every node's ``forward`` and ``forward_change`` are wired."""
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Handle one record."""

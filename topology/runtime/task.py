@@ -93,18 +93,24 @@ class Task:
             if node.kind == "source":
                 for topic in node.topics:
                     self.sources[self.resolve_topic(topic)] = self.processors[node.name]
-        # Children first (nodes are listed parents first): a node is wired to its children's
-        # entry points, then initialised, so its ``init`` may bind its own forwards or install
-        # a specialised ``process`` for its parents to call.
-        for node in reversed(topology.nodes):
+        # Parents first, as Kafka (the order of user processors' init and of their
+        # punctuations): init, where a node may install a specialised ``process``; fusion;
+        # then forwards wired to the children's final entry points; then ``connected``,
+        # where a node may bind its forwards into a helper.
+        for node in topology.nodes:
+            self.processors[node.name].init(self)
+        for node in topology.nodes:
+            if len(node.children) == 1:
+                self._fuse(node.name, self.processors[node.name],
+                           self.processors[node.children[0].name])
+        for node in topology.nodes:
             proc = self.processors[node.name]
             children = [self.processors[c.name] for c in node.children]
             proc.forward = _fan_out([c.process for c in children])  # type: ignore[method-assign]
             proc.forward_change = _fan_out(  # type: ignore[method-assign]
                 [c.process_change for c in children])
-            proc.init(self)
-            if len(children) == 1:
-                self._fuse(node.name, proc, children[0])
+        for proc in self.processors.values():
+            proc.connected()
         # each source topic's entry point; those that take raw records need no context object
         self._entries = {topic: source.forward for topic, source in self.sources.items()}
         self._raw_topics = {topic for topic, forward in self._entries.items()

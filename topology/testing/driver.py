@@ -15,13 +15,17 @@ from ..runtime.clock import MockClock, SystemClock
 from ..runtime.graph import Topology
 from ..runtime.task import Task
 from ..serde import Serde
-from ..windows import Windowed
+from ..windows import Window, Windowed
 from .topics import TestInputTopic, TestOutputTopic
 
 __all__ = ("TopologyTestDriver",)
 
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
 
+
+def _plain_window(window: Any) -> bool:
+    """Whether a windowed key's window is a ``Window`` of two ints (kept as its parts)."""
+    return type(window) is Window and type(window[0]) is int and type(window[1]) is int
 
 
 class TopologyTestDriver:
@@ -132,7 +136,7 @@ class TopologyTestDriver:
             nonlocal append
             if append is None:  # the topic exists from its first record on
                 append = outputs.setdefault(topic, deque()).append
-            if type(key) is Windowed:
+            if type(key) is Windowed and _plain_window(key[1]):
                 window = key[1]
                 append((key[0], value, ctx[0], ctx[4], key_bytes, value_bytes,
                         window[0], window[1]))

@@ -33,12 +33,9 @@ class SuppressNodeProcessor(InternalProcessor):
         self._buffer_time = buffer_time
 
     def init(self, task: Any) -> None:
-        """Create the engine, register its metrics, and process changes with it directly.
-
-        The engine emits straight to this node's children (already wired).
-        """
+        """Create the engine, register its metrics, and process changes with it directly."""
         self.engine = SuppressProcessor(
-            self.name, self.suppressed, self._delay_ms, self.forward_change,
+            self.name, self.suppressed, self._delay_ms, self._emit,
             self.key_serializer, self.value_serializer,  # type: ignore[arg-type]
             debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time)
         task.metrics.suppressors[self.name] = self.engine.metrics
@@ -52,3 +49,10 @@ class SuppressNodeProcessor(InternalProcessor):
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer the change; the engine emits what is due (replaced by the engine's own)."""
         self.engine.process_change(key, new, old, ctx)
+
+    def connected(self) -> None:
+        """Let the engine emit straight to this node's children."""
+        self.engine.emit = self.forward_change
+
+    def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        self.forward_change(key, new, old, ctx)
