@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -110,3 +111,39 @@ def test_distinct_keys_with_equal_bytes_leave_in_buffering_order() -> None:
     buf.evict_expired(5, lambda e: got.append(e.key))
     assert got == ["b", "a", "c"]
     buf._check()
+
+
+def test_an_entry_stays_buffered_when_its_eviction_callback_raises() -> None:
+    """Every eviction loop hands the head over before removing it (records limit included)."""
+    for evict in (lambda b, cb: b.evict_over(1, None, cb),
+                  lambda b, cb: b.evict_over(None, 0, cb),
+                  lambda b, cb: b.evict_expired(10, cb),
+                  lambda b, cb: b.evict_while(lambda: True, cb)):
+        buf = TimeOrderedBuffer(bytes, bytes, track_bytes=True)
+        buf.put(1, b"a", b"1", None, RecordContext(1))
+        buf.put(2, b"b", b"2", None, RecordContext(2))
+
+        def fail(entry) -> None:
+            raise RuntimeError("downstream failed")
+
+        with pytest.raises(RuntimeError):
+            evict(buf, fail)
+        buf._check()
+        assert [e.key for e in buf] == [b"a", b"b"]
+
+
+@pytest.mark.parametrize("bad", [None, "text", 7])
+def test_a_key_serializer_must_give_bytes(bad) -> None:
+    buf = TimeOrderedBuffer(lambda key: bad, bytes)
+    with pytest.raises(TypeError, match="key serializer gave"):
+        buf.put(1, "k", b"v", None, RecordContext(1))
+    buf._check()
+    assert buf.num_records == 0
+
+
+def test_bytes_like_key_serializations_are_taken_as_bytes() -> None:
+    buf = TimeOrderedBuffer(lambda key: bytearray(key, "ascii"), bytes)
+    for key in ("b", "a"):
+        buf.put(1, key, b"v", None, RecordContext(1))
+    buf._check()
+    assert [e.key_bytes for e in buf] == [b"a", b"b"]

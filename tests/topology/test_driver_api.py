@@ -541,3 +541,29 @@ def test_reading_outputs_leaves_the_garbage_collector_as_it_was(enabled: bool) -
             assert gc.isenabled() is enabled
         finally:
             (gc.enable if was else gc.disable)()
+
+
+def test_one_topic_with_windowed_and_plain_keys_and_headers() -> None:
+    b = StreamsBuilder()
+    source = b.stream("in")
+    (source.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
+     .to_stream().to("out"))
+    source.to("out")
+    headers = [("h", b"1")]
+    with TopologyTestDriver(b.build()) as driver:
+        driver.create_input_topic("in").pipe_input("a", "x", 3, headers)
+        out = driver.create_output_topic("out")
+        assert out.read_records_to_list() == [
+            Record(Windowed("a", Window(0, 10)), 1, 3, headers), Record("a", "x", 3, headers)]
+        driver.create_input_topic("in").pipe_input("a", "y", 4)
+        assert out.read_key_values_to_map() == {Windowed("a", Window(0, 10)): 2, "a": "y"}
+
+
+@pytest.mark.parametrize("window", [None, Window([1], [2]), (0, 10, 99), Window(True, 10)])
+def test_unusual_windowed_keys_come_back_as_produced(window) -> None:
+    b = StreamsBuilder()
+    b.stream("in").map(lambda k, v: (Windowed(k, window), v)).to("out")
+    with TopologyTestDriver(b.build()) as driver:
+        driver.create_input_topic("in").pipe_input("a", "x", 1)
+        (record,) = driver.create_output_topic("out").read_records_to_list()
+    assert record.key == Windowed("a", window) and type(record.key.window) is type(window)

@@ -299,3 +299,36 @@ def test_fast_serializers_match_the_serde(serde, good, bad) -> None:
     for value in bad:
         with pytest.raises(TopologyError):
             fast(value)
+
+
+class _Ticker(Processor):
+    """Logs its init and stream-time punctuations (every 10 ms) under its name."""
+
+    def __init__(self, name: str, log: list) -> None:
+        self.name = name
+        self.log = log
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.log.append(("init", self.name))
+        context.schedule(10, PunctuationType.STREAM_TIME,
+                         lambda t: self.log.append((self.name, t)))
+
+    def process(self, record: Record) -> None:
+        self.context.forward(record)
+
+
+def test_processors_init_and_punctuate_parents_first_then_siblings_in_order() -> None:
+    """Kafka's order: topology order for init, and punctuations in the order scheduled."""
+    log: list = []
+    b = StreamsBuilder()
+    source = b.stream("in")
+    parent = source.process(lambda: _Ticker("parent", log))
+    parent.process(lambda: _Ticker("child", log)).to("out")
+    source.process(lambda: _Ticker("sibling", log)).to("out")
+    with TopologyTestDriver(b.build()) as d:
+        d.create_input_topic("in").pipe_records([("k", "v", 10), ("k", "v", 20)])
+        assert len(d.create_output_topic("out").read_records_to_list()) == 4
+    assert log == [("init", "parent"), ("init", "child"), ("init", "sibling"),
+                   ("parent", 10), ("child", 10), ("sibling", 10),
+                   ("parent", 20), ("child", 20), ("sibling", 20)]
