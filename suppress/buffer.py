@@ -4,30 +4,28 @@ Entries are ordered by ``(buffer time, serialized key bytes)``, bytes compared u
 lexicographically (a shorter prefix first), exactly as Kafka's ``BufferKey``. Eviction always
 takes the head of that order.
 
-Layout (see docs/implementation.md): a dict ``key -> entry`` (the index) and a heap of
-``(buffer time, key bytes, sequence, entry)`` tuples, one per buffered key, so the head is
-``heap[0]`` and tuples compare in C. A key is serialized once, when it enters the buffer;
-updates to a buffered key are a dict lookup and never touch the heap. Entries leave only
-through the head, so the heap never needs arbitrary deletions. The sequence number orders two
-distinct keys with equal bytes (a lossy serializer) by buffering order and keeps entries
-themselves from being compared.
+Layout (see docs/implementation.md): a dict ``key -> entry`` (the index) and an
+:class:`~suppress.order.EntryOrder` holding the entries in eviction order: one heap for time
+limits, buckets per window end for final results (``few_times``). A key is serialized once,
+when it enters the buffer; updates to a buffered key are a dict lookup and never touch the
+order. Entries leave only through the head.
 
 Byte accounting (Kafka's size estimate per entry) is kept incrementally only when
 ``track_bytes`` is set (a ``max_bytes`` limit, or debug metrics); otherwise :attr:`size_bytes`
 computes the same figure on demand.
 
-Runtime complexity: put O(1) for a buffered key, O(log n) for a new one; ``min_time`` O(1);
-evicting the head O(log n).
+Runtime complexity: put O(1) for a buffered key, O(log n) for a new one (O(1) in a known
+bucket); ``min_time`` O(1); evicting the head O(log n) (buckets: O(log k) amortized, a bucket
+of k keys sorted once).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from .entry import BufferedEntry, RecordContext, entry_size
-from .errors import LONG_MAX
+from .order import BucketOrder, EntryOrder, HeapOrder
 
 __all__ = ("SuppressionBuffer", "TimeOrderedBuffer")
 
@@ -81,6 +79,8 @@ class TimeOrderedBuffer:
     :param value_serializer: gives a value's bytes, for byte accounting.
     :param track_bytes: keep every entry's size up to date on each put (needed for
         ``max_bytes``); when false, :attr:`size_bytes` is computed on demand, O(n).
+    :param few_times: many keys share each buffer time (final results: window ends), so
+        entries are bucketed per time; otherwise one heap orders them.
 
     >>> buf = TimeOrderedBuffer(str.encode, str.encode, track_bytes=True)
     >>> buf.put(0, "asdf", "23roni", None, RecordContext(0, 0, "topic"))
@@ -96,13 +96,15 @@ class TimeOrderedBuffer:
         key_serializer: Callable[[Any], bytes],
         value_serializer: Callable[[Any], bytes | None],
         track_bytes: bool = False,
+        few_times: bool = False,
     ) -> None:
         self._key_ser = key_serializer
         self._value_ser = value_serializer
         self._track_bytes = track_bytes
         self._index: dict[Any, BufferedEntry] = {}
-        self._heap: list[tuple[int, bytes, int, BufferedEntry]] = []
-        self._seq = 0  # buffering order, the last tie-break of the heap's tuples
+        self._order: EntryOrder = BucketOrder() if few_times else HeapOrder()
+        self._push = self._order.push
+        self._min_time = self._order.min_time  # bound: the processor checks it per record
         self._bytes = 0
 
     # -- adding ------------------------------------------------------------------------------
@@ -140,10 +142,7 @@ class TimeOrderedBuffer:
         entry = BufferedEntry(time, key_bytes, key, new, old, old, context)
         if self._track_bytes:
             self._resize(entry)
-        self._seq += 1
-        # bytes against bytes, and no two (time, bytes, seq) are equal: the push cannot fail
-        # half-way through its comparisons
-        heapq.heappush(self._heap, (time, key_bytes, self._seq, entry))
+        self._push(entry)  # bytes against bytes only: the push cannot fail half-way
         self._index[key] = entry
 
     def _size_of(self, entry: BufferedEntry) -> int:
@@ -163,9 +162,12 @@ class TimeOrderedBuffer:
 
     # -- removing ----------------------------------------------------------------------------
 
-    def _pop_head(self) -> None:
-        """Remove the head entry (after its callback returned)."""
-        entry = heapq.heappop(self._heap)[3]
+    def _evict_head(self, callback: EvictCallback) -> None:
+        """Hand the head entry to ``callback``, then remove it (kept if the callback raises)."""
+        order = self._order
+        entry = order.head()
+        callback(entry)
+        order.pop_head()
         del self._index[entry.key]
         self._bytes -= entry.size
 
@@ -178,11 +180,10 @@ class TimeOrderedBuffer:
 
         :return: the number of evicted entries.
         """
-        heap = self._heap
+        index = self._index
         evicted = 0
-        while heap and predicate():
-            callback(heap[0][3])
-            self._pop_head()
+        while index and predicate():
+            self._evict_head(callback)
             evicted += 1
         return evicted
 
@@ -197,22 +198,11 @@ class TimeOrderedBuffer:
         """
         if bytes_limit is not None and not self._track_bytes:
             raise ValueError("a bytes limit needs a buffer that tracks bytes")
-        heap = self._heap
+        index = self._index
         evicted = 0
-        if bytes_limit is None and records_limit is not None:  # the common case, inlined
-            index = self._index
-            while len(heap) > records_limit:
-                entry = heap[0][3]
-                callback(entry)
-                heapq.heappop(heap)  # _pop_head, inlined
-                del index[entry.key]
-                self._bytes -= entry.size
-                evicted += 1
-            return evicted
-        while heap and ((records_limit is not None and len(heap) > records_limit)
-                        or (bytes_limit is not None and self._bytes > bytes_limit)):
-            callback(heap[0][3])
-            self._pop_head()
+        while index and ((records_limit is not None and len(index) > records_limit)
+                         or (bytes_limit is not None and self._bytes > bytes_limit)):
+            self._evict_head(callback)
             evicted += 1
         return evicted
 
@@ -221,11 +211,10 @@ class TimeOrderedBuffer:
 
         :return: the number of evicted entries.
         """
-        heap = self._heap
+        min_time = self._min_time
         evicted = 0
-        while heap and heap[0][0] <= expiry:
-            callback(heap[0][3])
-            self._pop_head()
+        while min_time() <= expiry:  # an empty order's min time is 2**63 - 1
+            self._evict_head(callback)
             evicted += 1
         return evicted
 
@@ -254,8 +243,7 @@ class TimeOrderedBuffer:
 
     def __iter__(self) -> Iterator[BufferedEntry]:
         """Entries in eviction order. Runtime complexity: O(n log n)."""
-        for item in sorted(self._heap):
-            yield item[3]
+        return iter(self._order)
 
     @property
     def num_records(self) -> int:
@@ -275,7 +263,7 @@ class TimeOrderedBuffer:
     @property
     def min_time(self) -> int:
         """Smallest buffer time (ms), or ``2**63 - 1`` when the buffer is empty."""
-        return self._heap[0][0] if self._heap else LONG_MAX
+        return self._order.min_time()
 
     @property
     def tracks_bytes(self) -> bool:
@@ -286,18 +274,16 @@ class TimeOrderedBuffer:
 
     def _check(self) -> None:
         """Assert every internal invariant (used by tests after each operation)."""
-        heap = self._heap
-        assert len(heap) == len(self._index), "index and heap disagree"
-        for time, key_bytes, seq, entry in heap:
-            assert entry.time == time and entry.key_bytes == key_bytes
-            assert 0 < seq <= self._seq
+        order = self._order
+        order._check()
+        ordered = list(order)
+        assert len(ordered) == len(order) == len(self._index), "index and order disagree"
+        for entry in ordered:
             assert self._index[entry.key] is entry, "index points to a stale entry"
-            assert key_bytes == self._key_ser(entry.key), "stale key bytes"
-        for i in range(1, len(heap)):
-            assert heap[(i - 1) // 2] < heap[i], "heap order broken"
+            assert entry.key_bytes == self._key_ser(entry.key), "stale key bytes"
         if self._track_bytes:
-            assert self._bytes == sum(e.size for e in self._index.values()), "byte total drifted"
-            for e in self._index.values():
+            assert self._bytes == sum(e.size for e in ordered), "byte total drifted"
+            for e in ordered:
                 assert e.size == self._size_of(e), "stale entry size"
         else:
-            assert self._bytes == 0 and all(e.size == 0 for e in self._index.values())
+            assert self._bytes == 0 and all(e.size == 0 for e in ordered)

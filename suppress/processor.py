@@ -127,11 +127,12 @@ class SuppressProcessor:
         self.buffer = TimeOrderedBuffer(
             key_serializer, value_serializer,
             track_bytes=cfg.bytes_limit is not None or debug_metrics,
+            few_times=self._final,  # window ends, each shared by many keys
         )
         self.metrics = SuppressMetrics(self.buffer, debug_metrics)
         self._debug = debug_metrics
         self._buffer_time_of = buffer_time_of
-        self._heap = self.buffer._heap  # (time, key bytes, seq, entry), a live reference
+        self._min_time = self.buffer._min_time  # the buffer's smallest time, bound
         self._index = self.buffer._index  # key -> entry (a live reference)
         self._fast_update = not (debug_metrics or self.buffer.tracks_bytes)
         self.stream_time = NO_TIMESTAMP
@@ -168,7 +169,7 @@ class SuppressProcessor:
                 entry.new = new
                 entry.old = old
                 entry.context = context
-                if self._bounded or self._heap[0][0] <= self.stream_time - self.delay_ms:
+                if self._bounded or self._min_time() <= self.stream_time - self.delay_ms:
                     self._enforce()
                 return
             time_of = self._buffer_time_of
@@ -185,14 +186,14 @@ class SuppressProcessor:
         """Evict what is due by time, then apply the buffer-full strategy."""
         buffer = self.buffer
         expiry = self.stream_time - self.delay_ms
-        if self._heap[0][0] <= expiry:
+        if self._min_time() <= expiry:
             buffer.evict_expired(expiry, self._emit_entry)
             if self._debug:
                 self.metrics.sample()
         records_limit = self._records_limit
         bytes_limit = self._bytes_limit
         if self._bounded and (
-                (records_limit is not None and len(self._heap) > records_limit)
+                (records_limit is not None and len(self._index) > records_limit)
                 or (bytes_limit is not None and buffer.size_bytes > bytes_limit)):
             if self._emit_early:
                 buffer.evict_over(records_limit, bytes_limit, self._emit_entry)

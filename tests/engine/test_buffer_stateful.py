@@ -15,12 +15,16 @@ VALUES = st.none() | st.binary(max_size=4)
 
 
 class BufferMachine(RuleBasedStateMachine):
-    """Model: a dict key -> [time, new, old, prior, ctx]; order = sorted (time, key)."""
+    """Model: a dict key -> [time, new, old, prior, ctx]; order = sorted (time, key).
+
+    Two buffers: ``buf`` (one heap, bytes tracked) and ``lazy`` (buckets per time, bytes
+    computed on demand); both must evict exactly what the model says.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.buf = TimeOrderedBuffer(bytes, bytes, track_bytes=True)
-        self.lazy = TimeOrderedBuffer(bytes, bytes, track_bytes=False)
+        self.lazy = TimeOrderedBuffer(bytes, bytes, track_bytes=False, few_times=True)
         self.model: dict[bytes, list] = {}
 
     @rule(time=st.integers(0, 20), key=KEYS, new=VALUES, old=VALUES, ts=st.integers(0, 50),
@@ -40,22 +44,23 @@ class BufferMachine(RuleBasedStateMachine):
 
     @rule(expiry=st.integers(-1, 25))
     def evict_expired(self, expiry: int) -> None:
-        got = []
+        got, got_lazy = [], []
         self.buf.evict_expired(expiry, lambda e: got.append((e.key_bytes, e.new, e.old)))
-        self.lazy.evict_expired(expiry, lambda e: None)
+        self.lazy.evict_expired(expiry, lambda e: got_lazy.append((e.key_bytes, e.new, e.old)))
         want = [k for k in self._order() if self.model[k][0] <= expiry]
-        assert got == [(k, self.model[k][1], self.model[k][2]) for k in want]
+        assert got == got_lazy == [(k, self.model[k][1], self.model[k][2]) for k in want]
         for k in want:
             del self.model[k]
 
     @rule(keep=st.integers(0, 5))
     def evict_to_count(self, keep: int) -> None:
-        got = []
+        got, got_lazy = [], []
         self.buf.evict_while(lambda: self.buf.num_records > keep,
                              lambda e: got.append(e.key_bytes))
-        self.lazy.evict_while(lambda: self.lazy.num_records > keep, lambda e: None)
+        self.lazy.evict_while(lambda: self.lazy.num_records > keep,
+                              lambda e: got_lazy.append(e.key_bytes))
         want = self._order()[: max(0, len(self.model) - keep)]
-        assert got == want
+        assert got == got_lazy == want
         for k in want:
             del self.model[k]
 
@@ -74,7 +79,10 @@ class BufferMachine(RuleBasedStateMachine):
         self.buf.evict_over(records, size, lambda e: got.append(e.key_bytes))
         assert got == want
         # the lazy buffer cannot enforce bytes; the same keys go by count
-        self.lazy.evict_over(len(self.model) - len(want), None, lambda e: None)
+        got_lazy: list[bytes] = []
+        self.lazy.evict_over(len(self.model) - len(want), None,
+                             lambda e: got_lazy.append(e.key_bytes))
+        assert got_lazy == want
         for k in want:
             del self.model[k]
 
@@ -95,15 +103,21 @@ class BufferMachine(RuleBasedStateMachine):
         assert self.buf.size_bytes == sum(
             entry_size(k, e[3], e[2], e[1], e[4]) for k, e in self.model.items())
         assert [e.key_bytes for e in self.buf] == self._order()
+        assert [e.key_bytes for e in self.lazy] == self._order()
+        assert self.lazy.min_time == self.buf.min_time
 
 
 TestBufferMachine = BufferMachine.TestCase
 TestBufferMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 
 
-def test_distinct_keys_with_equal_bytes_leave_in_buffering_order() -> None:
-    """A lossy key serializer: equal bytes never make the heap compare two entries."""
-    buf = TimeOrderedBuffer(lambda key: b"same", bytes)
+ORDERS = pytest.mark.parametrize("few_times", [False, True], ids=["heap", "buckets"])
+
+
+@ORDERS
+def test_distinct_keys_with_equal_bytes_leave_in_buffering_order(few_times: bool) -> None:
+    """A lossy key serializer: equal bytes never make the order compare two entries."""
+    buf = TimeOrderedBuffer(lambda key: b"same", bytes, few_times=few_times)
     for key in ("b", "a", "c"):
         buf.put(5, key, b"v", None, RecordContext(5))
     buf._check()
@@ -113,13 +127,14 @@ def test_distinct_keys_with_equal_bytes_leave_in_buffering_order() -> None:
     buf._check()
 
 
-def test_an_entry_stays_buffered_when_its_eviction_callback_raises() -> None:
+@ORDERS
+def test_an_entry_stays_buffered_when_its_eviction_callback_raises(few_times: bool) -> None:
     """Every eviction loop hands the head over before removing it (records limit included)."""
     for evict in (lambda b, cb: b.evict_over(1, None, cb),
                   lambda b, cb: b.evict_over(None, 0, cb),
                   lambda b, cb: b.evict_expired(10, cb),
                   lambda b, cb: b.evict_while(lambda: True, cb)):
-        buf = TimeOrderedBuffer(bytes, bytes, track_bytes=True)
+        buf = TimeOrderedBuffer(bytes, bytes, track_bytes=True, few_times=few_times)
         buf.put(1, b"a", b"1", None, RecordContext(1))
         buf.put(2, b"b", b"2", None, RecordContext(2))
 
