@@ -116,7 +116,7 @@ class TimeOrderedBuffer:
         context (and size) are replaced. A new key is buffered at ``time`` with
         ``prior = old``.
 
-        Runtime complexity: O(1) for a buffered key, O(log n) for a new one.
+        Runtime complexity: O(1) for a buffered key, else as :meth:`add`.
         """
         entry = self._index.get(key)
         if entry is not None:
@@ -134,7 +134,7 @@ class TimeOrderedBuffer:
         :raises TypeError: if the key serializer gives anything but bytes (the order of
             keys is the order of their bytes); nothing is buffered then.
 
-        Runtime complexity: O(log n).
+        Runtime complexity: O(log n); with ``few_times``, O(1) at a time already buffered.
         """
         key_bytes = self._key_ser(key)
         if type(key_bytes) is not bytes:
