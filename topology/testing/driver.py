@@ -8,24 +8,18 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from suppress.entry import Headers, RecordContext
+from suppress.entry import Headers
 from suppress.time import to_millis
 
 from ..runtime.clock import MockClock, SystemClock
 from ..runtime.graph import Topology
 from ..runtime.task import Task
 from ..serde import Serde
-from ..windows import Window, Windowed
-from .topics import TestInputTopic, TestOutputTopic
+from .topics import TestInputTopic, TestOutputTopic, holder
 
 __all__ = ("TopologyTestDriver",)
 
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
-
-
-def _plain_window(window: Any) -> bool:
-    """Whether a windowed key's window is a ``Window`` of two ints (kept as its parts)."""
-    return type(window) is Window and type(window[0]) is int and type(window[1]) is int
 
 
 class TopologyTestDriver:
@@ -119,31 +113,9 @@ class TopologyTestDriver:
         self._task.process_batch(topic, records, other)
 
     def _capture(self, topic: str) -> Callable[..., None]:
-        """The function that stores what sinks write to ``topic``, in order.
-
-        Each record is kept as a flat tuple ``(key, value, timestamp, headers, key_bytes,
-        value_bytes)``, a :class:`~topology.Windowed` key as its parts ``(key, ...,
-        value_bytes, start, end)``: the garbage collector stops tracking a tuple of plain
-        values, so a million waiting records cost it nothing (a context or a named tuple
-        inside would keep each one tracked, and scanned by every full collection).
-        :class:`~topology.testing.topics.TestOutputTopic` rebuilds the key when read.
-        """
+        """The function that keeps what sinks write to ``topic``, in order, until read."""
         outputs = self._outputs
-        append: Callable[[Any], None] | None = None
-
-        def capture(key: Any, value: Any, ctx: RecordContext, key_bytes: bytes | None = None,
-                    value_bytes: bytes | None = None) -> None:
-            nonlocal append
-            if append is None:  # the topic exists from its first record on
-                append = outputs.setdefault(topic, deque()).append
-            if type(key) is Windowed and _plain_window(key[1]):
-                window = key[1]
-                append((key[0], value, ctx[0], ctx[4], key_bytes, value_bytes,
-                        window[0], window[1]))
-            else:
-                append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
-
-        return capture
+        return holder(lambda: outputs.setdefault(topic, deque()).append)
 
     # -- time ----------------------------------------------------------------------------------
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, final
+
+from suppress.entry import RecordContext
 
 from ..errors import EmptyTopicError
 from ..record import Headers, normalize_headers
@@ -19,6 +21,39 @@ if TYPE_CHECKING:
 __all__ = ("TestInputTopic", "TestOutputTopic", "TestRecord")
 
 _new_tuple = tuple.__new__  # builds named tuples without their Python-level __new__
+
+
+def holder(queue_append: Callable[[], Callable[[Any], None]]) -> Callable[..., None]:
+    """The producer that keeps one topic's records for its :class:`TestOutputTopic`.
+
+    ``queue_append()`` gives the append of the topic's queue, created at the first record
+    (the topic exists from then on). Each record is kept as a flat tuple ``(key, value,
+    timestamp, headers, key_bytes, value_bytes)``, a :class:`~topology.Windowed` key as its
+    parts ``(key, ..., value_bytes, start, end)``: the garbage collector stops tracking a
+    tuple of plain values, so a million waiting records cost it nothing (a context or a named
+    tuple inside would keep each one tracked, and scanned by every full collection). Reading
+    rebuilds the key.
+    """
+    append: Callable[[Any], None] | None = None
+
+    def hold(key: Any, value: Any, ctx: RecordContext, key_bytes: bytes | None = None,
+             value_bytes: bytes | None = None) -> None:
+        nonlocal append
+        if append is None:
+            append = queue_append()
+        if type(key) is Windowed and _plain_window(key[1]):
+            window = key[1]
+            append((key[0], value, ctx[0], ctx[4], key_bytes, value_bytes,
+                    window[0], window[1]))
+        else:
+            append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
+
+    return hold
+
+
+def _plain_window(window: Any) -> bool:
+    """Whether a windowed key's window is a ``Window`` of two ints (held as its parts)."""
+    return type(window) is Window and type(window[0]) is int and type(window[1]) is int
 
 
 def _windowed(key: Any, start: int, end: int) -> Windowed:
