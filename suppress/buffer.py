@@ -24,17 +24,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from .entry import BufferedEntry, RecordContext, entry_size
+from .entry import BufferedEntry, RecordContext, context_size, entry_size
 from .order import BucketOrder, EntryOrder, HeapOrder
 
-__all__ = ("SuppressionBuffer", "TimeOrderedBuffer")
+__all__ = ("SuppressionBuffer", "TimeOrderedBuffer", "serialized_key")
 
 EvictCallback = Callable[[BufferedEntry], None]
 
 
-def _as_bytes(data: Any, key: Any) -> bytes:
-    """A serialized key as ``bytes``: bytes-like values are copied, anything else refused."""
-    if isinstance(data, bytes | bytearray | memoryview):
+def serialized_key(key_serializer: Callable[[Any], Any], key: Any) -> bytes:
+    """``key``'s bytes from ``key_serializer``: its place in a suppression's order.
+
+    :raises TypeError: if the serializer gives anything but bytes-like data (a suppression
+        orders keys by their serialized bytes).
+    """
+    data = key_serializer(key)
+    if type(data) is bytes:
+        return data
+    if isinstance(data, bytearray | memoryview):
         return bytes(data)
     raise TypeError(f"the key serializer gave {type(data).__name__} for key {key!r}; a "
                     "suppression orders keys by their serialized bytes, so it needs bytes")
@@ -53,8 +60,8 @@ class SuppressionBuffer(Protocol):
                    callback: EvictCallback) -> int:
         """Evict head entries while over ``records_limit`` or ``bytes_limit`` (strictly)."""
 
-    def evict_expired(self, expiry: int, callback: EvictCallback) -> int:
-        """Evict, in order, every entry whose buffer time is ``<= expiry``."""
+    def evict_due(self, is_due: Callable[[int], bool], callback: EvictCallback) -> int:
+        """Evict head entries, in order, while ``is_due(min_time)`` holds."""
 
     def prior_value(self, key: Any) -> tuple[bool, Any]:
         """``(True, prior)`` for a buffered key, ``(False, None)`` otherwise."""
@@ -120,11 +127,13 @@ class TimeOrderedBuffer:
         """
         entry = self._index.get(key)
         if entry is not None:
+            if self._track_bytes:  # sized first: a serializer error leaves the entry as it was
+                size = self._size_of(entry.key_bytes, entry.prior, old, new, context)
+                self._bytes += size - entry.size
+                entry.size = size
             entry.new = new
             entry.old = old
             entry.context = context
-            if self._track_bytes:
-                self._resize(entry)
             return
         self.add(time, key, new, old, context)
 
@@ -136,29 +145,25 @@ class TimeOrderedBuffer:
 
         Runtime complexity: O(log n); with ``few_times``, O(1) at a time already buffered.
         """
-        key_bytes = self._key_ser(key)
-        if type(key_bytes) is not bytes:
-            key_bytes = _as_bytes(key_bytes, key)
+        key_bytes = serialized_key(self._key_ser, key)
         entry = BufferedEntry(time, key_bytes, key, new, old, old, context)
         if self._track_bytes:
-            self._resize(entry)
+            entry.size = self._size_of(key_bytes, old, old, new, context)
+            self._bytes += entry.size
         self._push(entry)  # bytes against bytes only: the push cannot fail half-way
         self._index[key] = entry
 
-    def _size_of(self, entry: BufferedEntry) -> int:
+    def _size_of(self, key_bytes: bytes, prior: Any, old: Any, new: Any,
+                 context: RecordContext) -> int:
+        """Kafka's size of an entry holding these values (serialized here)."""
         ser = self._value_ser
-        prior = entry.prior
         prior_b = None if prior is None else ser(prior)
-        old = entry.old
         old_b = None if old is None else (prior_b if old is prior else ser(old))
-        new = entry.new
         new_b = None if new is None else ser(new)
-        return entry_size(entry.key_bytes, prior_b, old_b, new_b, entry.context)
+        return entry_size(key_bytes, prior_b, old_b, new_b, context_size(context))
 
-    def _resize(self, entry: BufferedEntry) -> None:
-        size = self._size_of(entry)
-        self._bytes += size - entry.size
-        entry.size = size
+    def _entry_size(self, entry: BufferedEntry) -> int:
+        return self._size_of(entry.key_bytes, entry.prior, entry.old, entry.new, entry.context)
 
     # -- removing ----------------------------------------------------------------------------
 
@@ -206,14 +211,18 @@ class TimeOrderedBuffer:
             evicted += 1
         return evicted
 
-    def evict_expired(self, expiry: int, callback: EvictCallback) -> int:
-        """Evict, in order, every entry whose buffer time is ``<= expiry`` (ms).
+    def evict_due(self, is_due: Callable[[int], bool], callback: EvictCallback) -> int:
+        """Evict head entries, in order, while ``is_due(min_time)`` holds.
+
+        ``is_due`` is the suppression's rule (:mod:`suppress.time`) applied to the head's
+        buffer time (ms); it is never called on an empty buffer.
 
         :return: the number of evicted entries.
         """
+        index = self._index
         min_time = self._min_time
         evicted = 0
-        while min_time() <= expiry:  # an empty order's min time is 2**63 - 1
+        while index and is_due(min_time()):
             self._evict_head(callback)
             evicted += 1
         return evicted
@@ -258,7 +267,7 @@ class TimeOrderedBuffer:
         """
         if self._track_bytes:
             return self._bytes
-        return sum(self._size_of(e) for e in self._index.values())
+        return sum(self._entry_size(e) for e in self._index.values())
 
     @property
     def min_time(self) -> int:
@@ -284,6 +293,6 @@ class TimeOrderedBuffer:
         if self._track_bytes:
             assert self._bytes == sum(e.size for e in ordered), "byte total drifted"
             for e in ordered:
-                assert e.size == self._size_of(e), "stale entry size"
+                assert e.size == self._entry_size(e), "stale entry size"
         else:
             assert self._bytes == 0 and all(e.size == 0 for e in ordered)

@@ -56,16 +56,17 @@ def entry_size(
     prior: bytes | None,
     old: bytes | None,
     new: bytes | None,
-    ctx: RecordContext,
+    context_bytes: int,
 ) -> int:
-    """Kafka's (2.4+) size of one buffered entry, in bytes.
+    """Kafka's (2.4+) size of one buffered entry, in bytes: the one place the formula lives.
 
-    8 (buffer time) + key + prior + old (only when not byte-equal to prior) + new + context.
+    8 (buffer time) + key + prior + old (only when not byte-equal to prior) + new + the
+    context's size (:func:`context_size`).
 
-    >>> entry_size(b"asdf", None, None, b"23roni", RecordContext(0, 0, "topic"))
+    >>> entry_size(b"asdf", None, None, b"23roni", context_size(RecordContext(0, 0, "topic")))
     43
     """
-    size = 8 + len(key_bytes) + context_size(ctx)
+    size = 8 + len(key_bytes) + context_bytes
     if prior is not None:
         size += len(prior)
     if old is not None and old != prior:

@@ -8,25 +8,57 @@ Per record, in this order (Kafka's ``KTableSuppressProcessor``):
 
 1. ``T = max(T, ts)`` (this node's observed stream time, starting at -1);
 2. put the change into the buffer;
-3. evict, in (buffer time, key bytes) order, every entry with buffer time ``<= T - D``;
+3. evict, in (buffer time, key bytes) order, every entry that is due: for final results a
+   window that :func:`~suppress.time.is_window_closed`, for a time limit a key whose limit
+   :func:`~suppress.time.is_time_limit_reached`;
 4. if still over a limit: emit early from the head, or raise :class:`BufferFullError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .buffer import TimeOrderedBuffer
 from .config import BufferFullStrategy, Suppressed
 from .entry import BufferedEntry, RecordContext
 from .errors import BufferFullError, InvalidSuppressionError
-from .time import NO_TIMESTAMP
+from .time import NO_TIMESTAMP, is_time_limit_reached, is_window_closed
 
-__all__ = ("SuppressMetrics", "SuppressProcessor")
+__all__ = ("BufferGauges", "SuppressMetrics", "SuppressProcessor", "SuppressionView")
 
 EmitCallback = Callable[[Any, Any, Any, RecordContext], None]
 """``emit(key, new, old, context)``: receives each record the suppression lets through."""
+
+
+class BufferGauges(Protocol):
+    """What suppression metrics read from a buffer: its record count and size in bytes."""
+
+    @property
+    def num_records(self) -> int:
+        """Number of buffered entries."""
+        ...
+
+    @property
+    def size_bytes(self) -> int:
+        """Kafka's size estimate of the buffered entries (bytes)."""
+        ...
+
+
+class SuppressionView(BufferGauges, Protocol):
+    """A suppression as observers see it, whichever path runs it.
+
+    Its own stream time (ms, -1 before any record reached it) and its buffer's contents.
+    """
+
+    @property
+    def stream_time(self) -> int:
+        """The largest timestamp that reached this suppression (ms), -1 before any."""
+        ...
+
+    def buffered(self) -> list[tuple[Any, Any, int]]:
+        """``(key, value, timestamp)`` of every buffered entry, in eviction order."""
+        ...
 
 
 class SuppressMetrics:
@@ -41,7 +73,7 @@ class SuppressMetrics:
     __slots__ = ("emit_total", "debug", "_buffer", "_samples", "_size_sum", "_size_max",
                  "_count_sum", "_count_max")
 
-    def __init__(self, buffer: TimeOrderedBuffer, debug: bool) -> None:
+    def __init__(self, buffer: BufferGauges, debug: bool) -> None:
         self.emit_total = 0
         self.debug = debug
         self._buffer = buffer
@@ -132,6 +164,9 @@ class SuppressProcessor:
         self.metrics = SuppressMetrics(self.buffer, debug_metrics)
         self._debug = debug_metrics
         self._buffer_time_of = buffer_time_of
+        self.is_due: Callable[[int, int, int], bool] = (
+            is_window_closed if self._final else is_time_limit_reached)
+        """``is_due(buffer_time, D, T)``: this suppression's rule (:mod:`suppress.time`)."""
         self._min_time = self.buffer._min_time  # the buffer's smallest time, bound
         self._index = self.buffer._index  # key -> entry (a live reference)
         self._fast_update = not (debug_metrics or self.buffer.tracks_bytes)
@@ -169,7 +204,8 @@ class SuppressProcessor:
                 entry.new = new
                 entry.old = old
                 entry.context = context
-                if self._bounded or self._min_time() <= self.stream_time - self.delay_ms:
+                if self._bounded or self.is_due(self._min_time(), self.delay_ms,
+                                                self.stream_time):
                     self._enforce()
                 return
             time_of = self._buffer_time_of
@@ -185,9 +221,9 @@ class SuppressProcessor:
     def _enforce(self) -> None:
         """Evict what is due by time, then apply the buffer-full strategy."""
         buffer = self.buffer
-        expiry = self.stream_time - self.delay_ms
-        if self._min_time() <= expiry:
-            buffer.evict_expired(expiry, self._emit_entry)
+        is_due, delay, now = self.is_due, self.delay_ms, self.stream_time
+        if is_due(self._min_time(), delay, now):  # an empty buffer's min time: 2**63 - 1
+            buffer.evict_due(lambda head: is_due(head, delay, now), self._emit_entry)
             if self._debug:
                 self.metrics.sample()
         records_limit = self._records_limit
@@ -212,3 +248,17 @@ class SuppressProcessor:
     def prior_value(self, key: Any) -> tuple[bool, Any]:
         """``(True, value downstream last saw)`` for a buffered key, else ``(False, None)``."""
         return self.buffer.prior_value(key)
+
+    @property
+    def num_records(self) -> int:
+        """Number of buffered keys."""
+        return self.buffer.num_records
+
+    @property
+    def size_bytes(self) -> int:
+        """Kafka's size estimate of the buffer (bytes)."""
+        return self.buffer.size_bytes
+
+    def buffered(self) -> list[tuple[Any, Any, int]]:
+        """``(key, value, timestamp)`` of every buffered entry, in eviction order."""
+        return [(e.key, e.new, e.context.timestamp) for e in self.buffer]

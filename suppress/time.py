@@ -2,20 +2,22 @@
 
 Every duration is an ``int`` number of milliseconds or a :class:`datetime.timedelta`.
 
-The close rule lives here and nowhere else. A window whose *exclusive* end is ``e`` (for
-inclusive-end windows, sliding and session, ``e = end + 1``) closes once the observed stream
-time ``T`` satisfies ``T >= e + D``, where ``D`` is the grace period (sessions: grace + gap).
-Equivalently, ``e <= expiry(T, D)`` with ``expiry(T, D) = T - D``. The windowed aggregations
-reject records for closed windows with :func:`is_window_closed`, and ``until_window_closes``
-evicts buffered windows whose buffer time (the exclusive end) is ``<= expiry(T, D)``; both
-therefore agree to the millisecond.
+The close rule lives here and nowhere else: :func:`is_window_closed`. A window whose
+*exclusive* end is ``e`` (for inclusive-end windows, sliding and session, ``e = end + 1``)
+closes once the observed stream time ``T`` satisfies ``T >= e + D``, where ``D`` is the grace
+period (sessions: grace + gap). Every path that closes a window calls it: the windowed
+aggregations, to reject records for closed windows; ``until_window_closes``, to emit buffered
+windows (their buffer time is the exclusive end); and the fused final-results step, which
+does both. They therefore agree to the millisecond.
+
+``until_time_limit`` has its own rule, :func:`is_time_limit_reached`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 
-__all__ = ("NO_TIMESTAMP", "expiry", "is_window_closed", "to_millis")
+__all__ = ("NO_TIMESTAMP", "is_time_limit_reached", "is_window_closed", "to_millis")
 
 NO_TIMESTAMP = -1
 """Stream time before any record was observed (Kafka's ``ConsumerRecord.NO_TIMESTAMP``)."""
@@ -49,15 +51,6 @@ def to_millis(value: int | _dt.timedelta, what: str) -> int:
     return ms
 
 
-def expiry(stream_time: int, delay: int) -> int:
-    """Return the largest buffer time that is due at ``stream_time`` for a delay ``delay`` (ms).
-
-    >>> expiry(10, 2)
-    8
-    """
-    return stream_time - delay
-
-
 def is_window_closed(exclusive_end: int, delay: int, stream_time: int) -> bool:
     """Tell whether a window with exclusive end ``exclusive_end`` is closed.
 
@@ -70,3 +63,16 @@ def is_window_closed(exclusive_end: int, delay: int, stream_time: int) -> bool:
     True
     """
     return exclusive_end <= stream_time - delay
+
+
+def is_time_limit_reached(first_time: int, time_limit: int, stream_time: int) -> bool:
+    """Tell whether a key first buffered at ``first_time`` is due under ``until_time_limit``.
+
+    Due once ``first_time <= T - time_limit`` (all in ms): updates do not restart the timer.
+
+    >>> is_time_limit_reached(0, 10, 9)
+    False
+    >>> is_time_limit_reached(0, 10, 10)
+    True
+    """
+    return first_time <= stream_time - time_limit

@@ -11,10 +11,10 @@ from .options import Consumed as Consumed
 from .options import Grouped as Grouped
 from .options import Materialized as Materialized
 from .options import Produced as Produced
-from .runtime.graph import Topology as Topology
 from .serde import Serdes as Serdes
 from .testing.driver import TopologyTestDriver as TopologyTestDriver
 from .testing.topics import TestRecord as TestRecord
+from .topology import Topology as Topology
 from .windows import SessionWindows as SessionWindows
 from .windows import SlidingWindows as SlidingWindows
 from .windows import TimeWindows as TimeWindows

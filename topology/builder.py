@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import TopologyError
 from .options import Consumed, Materialized
-from .runtime.graph import GraphNode, InternalProcessor, StoreSpec, Topology
+from .runtime.graph import GraphNode, StoreSpec
+from .runtime.processor import InternalProcessor
 from .runtime.processors.stateless import PassThrough
 from .serde import serializer_of
 from .state.memory import InMemoryKeyValueStore
+from .topology import Topology
 
 if TYPE_CHECKING:
     from .stream import KStream
@@ -123,6 +125,8 @@ class StreamsBuilder:
                     internal: bool = False) -> GraphNode:
         if not topics:
             raise TopologyError("a source needs at least one topic")
+        if len(set(topics)) != len(topics):
+            raise TopologyError(f"a source lists a topic twice: {list(topics)}")
         for topic in topics:
             if not isinstance(topic, str) or not topic:
                 raise TopologyError(f"topic names must be non-empty str, got {topic!r}")

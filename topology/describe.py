@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .runtime.graph import GraphNode, Topology
+    from .runtime.graph import GraphNode
+    from .topology import Topology
 
 __all__ = ("describe_topology",)
 

@@ -1,10 +1,20 @@
-"""Errors raised by the ``topology`` package."""
+"""Errors raised by the ``topology`` package.
+
+Definition-time problems raise :class:`TopologyError`. While records flow, an exception from
+user code, a serde or a suppression's buffer fails the task: the exception that caused it
+propagates once (with a note naming the node and the record), and every later call that would
+process input or advance time raises :class:`TaskFailedError` until the driver is closed.
+"""
 
 from __future__ import annotations
 
 __all__ = (
     "EmptyTopicError",
+    "FeedbackLoopError",
+    "InvalidTimestampError",
     "StoreError",
+    "StreamsError",
+    "TaskFailedError",
     "TopologyError",
     "UnknownTopicError",
 )
@@ -28,3 +38,32 @@ class UnknownTopicError(TopologyError):
 
 class StoreError(LookupError):
     """A state store that does not exist, or was asked for as the wrong kind."""
+
+
+class StreamsError(RuntimeError):
+    """An error while records flow through a running task (Kafka's StreamsException)."""
+
+
+class TaskFailedError(StreamsError):
+    """The task failed earlier and processes nothing more; close the driver.
+
+    ``node`` names the node where the first failure happened and ``cause`` is that first
+    exception (also chained as ``__cause__``).
+    """
+
+    def __init__(self, message: str, node: str | None, cause: BaseException) -> None:
+        super().__init__(message)
+        self.node = node
+        self.cause = cause
+
+
+class FeedbackLoopError(StreamsError):
+    """One input record made the topology feed back more records than the configured limit.
+
+    Raised when sinks write to topics the topology reads (directly or through a cycle) and
+    the records keep coming back; the message names the cycle of topics and nodes.
+    """
+
+
+class InvalidTimestampError(StreamsError, ValueError):
+    """A record reached a sink with a timestamp outside ``[0, 2**63 - 1]`` ms."""

@@ -211,7 +211,9 @@ class KGroupedTable(_Grouping):
         store = self._store_name(m, "KTABLE-REDUCE-STATE-STORE")
         old = OldValues(None)
         return self._table(m, store, "KTABLE-REDUCE", old, m.value_serde or self._value_serde,
-                           lambda: ap.TableReduceProcessor(store, adder, subtractor, old))
+                           lambda: ap.TableAggregateProcessor(
+                               store, None, lambda k, v, agg: adder(agg, v),
+                               lambda k, v, agg: subtractor(agg, v), old))
 
     def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
                   subtractor: Callable[[Any, Any, Any], Any],

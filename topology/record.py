@@ -28,12 +28,29 @@ class Change(NamedTuple):
 @final
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A record as user processors see it (Kafka's ``api.Record``)."""
+    """A record as user processors see it (Kafka's ``api.Record``).
+
+    :raises TypeError: for a timestamp that is not an int, or headers that are not
+        ``(str, bytes | None)`` pairs.
+    :raises ValueError: for a negative timestamp (Kafka: "Timestamp may not be negative").
+    """
 
     key: Any
     value: Any
     timestamp: int
     headers: Headers = field(default=())
+
+    def __post_init__(self) -> None:
+        ts = self.timestamp
+        if type(ts) is not int:
+            raise TypeError(f"Record timestamp must be an int of ms, got "
+                            f"{type(ts).__name__}: {ts!r}")
+        if not 0 <= ts <= 2**63 - 1:
+            raise ValueError(f"Record timestamp must be in [0, 2**63 - 1] ms (it may not be "
+                             f"negative), got {ts}")
+        if type(self.headers) is not tuple or any(
+                type(h) is not tuple or len(h) != 2 for h in self.headers):
+            object.__setattr__(self, "headers", normalize_headers(self.headers))
 
     def with_value(self, value: Any) -> Record:
         """Same record with another value."""

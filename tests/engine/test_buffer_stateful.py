@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from suppress.buffer import TimeOrderedBuffer
-from suppress.entry import RecordContext, entry_size
+from suppress.entry import RecordContext, context_size, entry_size
 
 KEYS = st.binary(min_size=0, max_size=3)
 VALUES = st.none() | st.binary(max_size=4)
@@ -45,8 +45,9 @@ class BufferMachine(RuleBasedStateMachine):
     @rule(expiry=st.integers(-1, 25))
     def evict_expired(self, expiry: int) -> None:
         got, got_lazy = [], []
-        self.buf.evict_expired(expiry, lambda e: got.append((e.key_bytes, e.new, e.old)))
-        self.lazy.evict_expired(expiry, lambda e: got_lazy.append((e.key_bytes, e.new, e.old)))
+        due = expiry.__ge__
+        self.buf.evict_due(due, lambda e: got.append((e.key_bytes, e.new, e.old)))
+        self.lazy.evict_due(due, lambda e: got_lazy.append((e.key_bytes, e.new, e.old)))
         want = [k for k in self._order() if self.model[k][0] <= expiry]
         assert got == got_lazy == [(k, self.model[k][1], self.model[k][2]) for k in want]
         for k in want:
@@ -67,13 +68,14 @@ class BufferMachine(RuleBasedStateMachine):
     @rule(records=st.integers(0, 5) | st.none(), size=st.integers(0, 200) | st.none())
     def evict_over(self, records: int | None, size: int | None) -> None:
         order = self._order()
-        total = sum(entry_size(k, e[3], e[2], e[1], e[4]) for k, e in self.model.items())
+        total = sum(entry_size(k, e[3], e[2], e[1], context_size(e[4]))
+                    for k, e in self.model.items())
         want = []
         while order and ((records is not None and len(order) > records)
                          or (size is not None and total > size)):
             k = order.pop(0)
             e = self.model[k]
-            total -= entry_size(k, e[3], e[2], e[1], e[4])
+            total -= entry_size(k, e[3], e[2], e[1], context_size(e[4]))
             want.append(k)
         got: list[bytes] = []
         self.buf.evict_over(records, size, lambda e: got.append(e.key_bytes))
@@ -101,7 +103,7 @@ class BufferMachine(RuleBasedStateMachine):
         assert self.buf.num_records == len(self.model)
         assert self.buf.min_time == min((e[0] for e in self.model.values()), default=2**63 - 1)
         assert self.buf.size_bytes == sum(
-            entry_size(k, e[3], e[2], e[1], e[4]) for k, e in self.model.items())
+            entry_size(k, e[3], e[2], e[1], context_size(e[4])) for k, e in self.model.items())
         assert [e.key_bytes for e in self.buf] == self._order()
         assert [e.key_bytes for e in self.lazy] == self._order()
         assert self.lazy.min_time == self.buf.min_time
@@ -122,7 +124,7 @@ def test_distinct_keys_with_equal_bytes_leave_in_buffering_order(few_times: bool
         buf.put(5, key, b"v", None, RecordContext(5))
     buf._check()
     got: list[str] = []
-    buf.evict_expired(5, lambda e: got.append(e.key))
+    buf.evict_due(lambda t: t <= 5, lambda e: got.append(e.key))
     assert got == ["b", "a", "c"]
     buf._check()
 
@@ -132,7 +134,7 @@ def test_an_entry_stays_buffered_when_its_eviction_callback_raises(few_times: bo
     """Every eviction loop hands the head over before removing it (records limit included)."""
     for evict in (lambda b, cb: b.evict_over(1, None, cb),
                   lambda b, cb: b.evict_over(None, 0, cb),
-                  lambda b, cb: b.evict_expired(10, cb),
+                  lambda b, cb: b.evict_due(lambda t: t <= 10, cb),
                   lambda b, cb: b.evict_while(lambda: True, cb)):
         buf = TimeOrderedBuffer(bytes, bytes, track_bytes=True, few_times=few_times)
         buf.put(1, b"a", b"1", None, RecordContext(1))

@@ -432,10 +432,11 @@ class _OffsetSpy:
         self.cls = Spy
 
 
-def test_offsets_stay_consecutive_after_a_failure_inside_pipe_records() -> None:
+def test_a_failure_inside_pipe_records_fails_the_task_at_its_offset() -> None:
     from topology import StreamsBuilder as SB
     from topology import TestRecord as TR
     from topology import TopologyTestDriver as TTD
+    from topology.errors import TaskFailedError
 
     seen: list = []
     spy = _OffsetSpy(seen).cls
@@ -444,13 +445,12 @@ def test_offsets_stay_consecutive_after_a_failure_inside_pipe_records() -> None:
     with TTD(b.build()) as d:
         inp = d.create_input_topic("in")
         inp.pipe_input("a", "ok", 1)
-        with pytest.raises(RuntimeError):
-            inp.pipe_records([TR("b", "boom", 2)])
-        with pytest.raises(RuntimeError):
-            inp.pipe_records([("c", "boom", 3, [("h", b"1")])])
-        inp.pipe_records([("d", "ok", 4)])
-        inp.pipe_input("e", "ok", 5)
-    assert [offset for _, offset, _ in seen] == [0, 1, 2, 3, 4]
+        with pytest.raises(RuntimeError, match="boom"):
+            inp.pipe_records([("b", "ok", 2), TR("c", "boom", 3), ("d", "ok", 4)])
+        assert d.failure.offset == 2 and d.failure.key == "c"
+        with pytest.raises(TaskFailedError):
+            inp.pipe_records([("e", "ok", 5)])
+    assert [offset for _, offset, _ in seen] == [0, 1, 2]
 
 
 def test_a_topic_written_by_a_sink_and_piped_shares_one_offset_sequence() -> None:

@@ -1,36 +1,84 @@
-"""The fused final-results path gives exactly what the separate processors give.
+"""The fused final-results step is the two processors it replaces, not a second semantics.
 
-DEBUG metrics turn fusion off, so the same topology runs both ways on the same random streams;
-outputs (keys, values, timestamps, headers, order), drops, store contents and suppression
-metrics must agree after every record.
+The driver's ``fuse_final_results`` config switches fusion; DEBUG metrics work either way.
+The same topology runs fused and separate (each at both metrics levels) on the same random
+streams, with user code that raises (initializer, aggregator, key selector, serdes), null keys,
+late and out-of-order records; after every record, outputs, errors, the failure's node, drops,
+metrics, store contents, the suppression's stream time and its buffer must agree.
 """
 
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from suppress import BufferConfig, BufferFullError, Suppressed
-from topology import StreamsBuilder, TimeWindows, TopologyTestDriver
+from suppress import BufferConfig, Suppressed
+from topology import Grouped, Materialized, StreamsBuilder, TimeWindows, TopologyTestDriver
+from topology.runtime.api import Processor
 from topology.runtime.processors.fused import FusedFinalResults
+from topology.serde import Serde, Serdes
 
-AGGREGATIONS = {
-    "count": lambda w: w.count(),
-    "reduce": lambda w: w.reduce(lambda agg, v: agg + v),
-    # deletes the window (returns None) on a 13; often returns to the initializer's 0, so an
-    # old value can equal the prior one (byte accounting counts it once)
-    "aggregate": lambda w: w.aggregate(
-        lambda: 0, lambda k, v, agg: None if v == 13 else (agg + (v or 0)) % 4),
-}
+BOOM = "boom"
 
 
-def build(kind: str, size: int, advance: int, grace: int, buffer=None):
+def _checked_serde(inner: Serde, bad: Any) -> Serde:
+    """``inner`` that refuses to serialize ``bad``, as a user's serde might."""
+
+    def to_bytes(value: Any) -> bytes:
+        if value == bad or getattr(value, "key", None) == bad:
+            raise ValueError(f"cannot encode {value!r}")
+        return inner.serialize(value)
+
+    return Serde(f"checked({inner.name})", to_bytes, inner.deserialize)
+
+
+class _Initializer:
+    """Returns 0, but raises on its ``fail_at``-th call (never if ``fail_at`` is 0)."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.calls = 0
+        self.fail_at = fail_at
+
+    def __call__(self) -> int:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("initializer failed")
+        return 0
+
+
+def build(kind: str, size: int, advance: int, grace: int, buffer: Any = None, *,
+          init_fail_at: int = 0, regroup: bool = False, bad_key: Any = None,
+          bad_value: Any = None):
     b = StreamsBuilder()
     windows = TimeWindows.of_size_and_grace(size, grace).advance_by(advance)
-    table = AGGREGATIONS[kind](b.stream("in").group_by_key().windowed_by(windows))
-    (table.suppress(Suppressed.until_window_closes(buffer or BufferConfig.unbounded()))
+    stream = b.stream("in")
+    if regroup:  # a key selector that raises on BOOM values, through a repartition topic
+        grouped = stream.group_by(lambda k, v: (_ for _ in ()).throw(ValueError("selector"))
+                                  if v == BOOM else k, Grouped(name="regroup"))
+    else:
+        grouped = stream.group_by_key()
+    key_serde = None if bad_key is None else _checked_serde(Serdes.string(), bad_key)
+    value_serde = None if bad_value is None else _checked_serde(Serdes.long(), bad_value)
+    m = Materialized("S", key_serde=key_serde, value_serde=value_serde)
+    w = grouped.windowed_by(windows)
+    if kind == "count":
+        table = w.count(m)
+    elif kind == "reduce":
+        table = w.reduce(lambda agg, v: agg + v, m)
+    else:
+        # raises on BOOM; deletes the window (None) on 13; often returns to the initializer's
+        # 0, so an old value can equal the prior one (byte accounting counts it once)
+        def aggregator(k, v, agg):
+            if v == BOOM:
+                raise ValueError("aggregator failed")
+            return None if v == 13 else (agg + (v or 0)) % 4
+
+        table = w.aggregate(_Initializer(init_fail_at), aggregator, m)
+    (table.suppress(Suppressed.until_window_closes(buffer or BufferConfig.unbounded())
+                    .with_name("final"))
      .to_stream().to("out"))
     return b.build()
 
@@ -42,51 +90,181 @@ BUFFERS = st.one_of(
 )
 
 
-def run(topology, rows, debug: bool):
-    level = "DEBUG" if debug else "INFO"
-    steps = []
-    with TopologyTestDriver(topology, {"metrics_recording_level": level}) as d:
-        fused = any(isinstance(f, FusedFinalResults) for f in d._task.fused.values())
-        assert fused is not debug
-        topic = d.create_input_topic("in")
-        out = d.create_output_topic("out")
-        store = next(iter(s for s in d._task.stores.values()))
-        for key, value, ts, headers in rows:
+def _safely(read) -> Any:
+    """What ``read()`` returns, or the error it raises (a store whose serde refuses a key)."""
+    try:
+        return read()
+    except Exception as err:  # noqa: BLE001 - the error itself is compared
+        return (type(err).__name__, str(err))
+
+
+def run(topology, rows, *, fuse: bool, debug: bool, bulk: bool = False) -> list:
+    """Pipe ``rows`` and record everything observable after each one.
+
+    ``topology`` is a topology, or a function building a fresh one (its user code may keep
+    state, such as an initializer that fails at its n-th call).
+    """
+    if callable(topology):
+        topology = topology()
+    config = {"fuse_final_results": fuse, "metrics_recording_level": "DEBUG" if debug else "INFO"}
+    steps: list = []
+    with TopologyTestDriver(topology, config) as d:
+        assert bool(d._task.fused) is fuse
+        topic, out = d.create_input_topic("in"), d.create_output_topic("out")
+        store = d.get_window_store("S")
+        if bulk:  # plain tuples take the context-free path, the others go one by one
+            batch = [(k, v, ts) if h is None else (k, v, ts, h) for k, v, ts, h in rows]
+            chunks: list = [batch]
+        else:
+            chunks = [[row] for row in rows]
+        for chunk in chunks:
+            error = None
             try:
-                topic.pipe_input(key, value, ts, headers)
-            except BufferFullError as err:
-                steps.append((str(err), [(r.key, r.value, r.timestamp)
-                                         for r in out.read_records_to_list()]))
-                break
-            m = d.metrics()
+                if bulk:
+                    topic.pipe_records(chunk)
+                else:
+                    topic.pipe_input(*chunk[0])
+            except Exception as err:  # noqa: BLE001 - the error itself is compared
+                error = (type(err).__name__, str(err))
+            try:
+                m = d.metrics()
+            except Exception as err:  # noqa: BLE001 - a size computed on demand can fail
+                m = {"metrics-error": (type(err).__name__, str(err))}
+            failure = d.failure
             steps.append((
                 [(r.key, r.value, r.timestamp, r.headers) for r in out.read_records_to_list()],
-                m["dropped-records-total"], m["suppression-emit-total"],
-                m["suppression-buffer-count"], m["suppression-buffer-size"],
-                list(store.all()), list(store.backward_all()),
+                error, None if failure is None else (failure.node, failure.offset),
+                {k: v for k, v in m.items() if "lateness" not in k},
+                _safely(lambda: list(store.all())), _safely(lambda: list(store.backward_all())),
+                d._task.suppressors["final"].stream_time,
+                _safely(d._task.suppressors["final"].buffered),
             ))
     return steps
 
 
+def outcomes(topology, rows) -> list:
+    """Fused and separate, each at both metrics levels: they must all agree."""
+    runs = [run(topology, rows, fuse=fuse, debug=debug)
+            for fuse in (True, False) for debug in (False, True)]
+    return runs
+
+
 ROWS = st.lists(st.tuples(
-    st.sampled_from(["a", "b", "aa", "B", None]),
-    st.one_of(st.none(), st.integers(0, 20)),
+    st.sampled_from(["a", "b", "aa", "B", "bad", None]),
+    st.one_of(st.none(), st.integers(0, 20), st.just(BOOM)),
     st.integers(0, 120),
     st.sampled_from([None, [("h", b"1")], [("h", b"22"), ("x", None)]]),
 ), max_size=40)
 
 
-@settings(max_examples=200, deadline=None)
-@given(rows=ROWS, kind=st.sampled_from(sorted(AGGREGATIONS)), size=st.integers(1, 30),
-       advance_div=st.integers(1, 3), grace=st.integers(0, 20), buffer=BUFFERS)
-def test_fused_equals_separate(rows, kind, size, advance_div, grace, buffer) -> None:
+def _strip_metric_levels(steps: list) -> list:
+    """A run's steps without DEBUG-only metrics (INFO runs do not report them)."""
+    return [(o, e, f, {k: v for k, v in m.items() if "-avg" not in k and "-max" not in k},
+             *rest) for o, e, f, m, *rest in steps]
+
+
+@settings(max_examples=500, deadline=None)
+@given(rows=ROWS, kind=st.sampled_from(["count", "reduce", "aggregate"]),
+       size=st.integers(1, 30), advance_div=st.integers(1, 3), grace=st.integers(0, 20),
+       buffer=BUFFERS, init_fail_at=st.integers(0, 8), regroup=st.booleans(),
+       bad_key=st.sampled_from([None, "bad"]), bad_value=st.sampled_from([None, 3]))
+def test_fused_equals_separate(rows, kind, size, advance_div, grace, buffer, init_fail_at,
+                               regroup, bad_key, bad_value) -> None:
     advance = max(1, size // advance_div)
+    if kind == "reduce":  # values a reducer can add
+        rows = [(k, 1 if v is None or v == BOOM else v, ts, h) for k, v, ts, h in rows]
     if kind == "count":
-        rows = [r for r in rows]
+        rows = [(k, 0 if v == BOOM and not regroup else v, ts, h) for k, v, ts, h in rows]
+    def topology():
+        return build(kind, size, advance, grace, buffer, init_fail_at=init_fail_at,
+                     regroup=regroup, bad_key=bad_key, bad_value=bad_value)
+
+    fused_info, fused_debug, separate_info, separate_debug = outcomes(topology, rows)
+    assert fused_debug == separate_debug
+    assert fused_info == separate_info
+    if bad_value is None:  # at INFO, values are serialized only when a size is needed
+        assert _strip_metric_levels(fused_debug) == fused_info
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=ROWS, kind=st.sampled_from(["count", "reduce", "aggregate"]),
+       size=st.integers(1, 30), grace=st.integers(0, 20), buffer=BUFFERS)
+def test_bulk_fused_equals_separate_per_record(rows, kind, size, grace, buffer) -> None:
+    """pipe_records (plain tuples take the context-free path) vs pipe_input, unfused."""
     if kind == "reduce":
-        rows = [(k, 1 if v is None else v, ts, h) for k, v, ts, h in rows]
-    topology = build(kind, size, advance, grace, buffer)
-    assert run(topology, rows, debug=False) == run(topology, rows, debug=True)
+        rows = [(k, 1 if v is None or v == BOOM else v, ts, h) for k, v, ts, h in rows]
+    topology = build(kind, size, size, grace, buffer)
+    bulk = run(topology, rows, fuse=True, debug=False, bulk=True)
+    per_record = run(topology, rows, fuse=False, debug=False)
+    # the bulk run has one step; compare it with the per-record run's cumulative view
+    outputs = [r for step in per_record for r in step[0]]
+    last = per_record[-1] if per_record else None
+    if last is None:
+        assert bulk[0][0] == []
+        return
+    first_error = next((step[1] for step in per_record if step[1] is not None), None)
+    if first_error is not None and first_error[0] == "TaskFailedError":
+        first_error = None
+    assert bulk[0][0] == outputs
+    assert bulk[0][1] == first_error
+    assert bulk[0][2:] == last[2:]
+
+
+def test_the_suppression_keeps_its_own_stream_time_on_both_paths() -> None:
+    """A record that fails in the aggregator moves the aggregation's time, not the
+    suppression's: c@12 must not close [0, 10) (size 10, grace 5)."""
+    for fuse in (True, False):
+        topology = build("aggregate", 10, 10, 5)
+        with TopologyTestDriver(topology, {"fuse_final_results": fuse}) as d:
+            inp, out = d.create_input_topic("in"), d.create_output_topic("out")
+            inp.pipe_input("a", 1, 5)
+            try:
+                inp.pipe_input("b", BOOM, 20)
+            except ValueError:
+                pass
+            assert d._task.suppressors["final"].stream_time == 5
+            assert out.read_records_to_list() == []
+
+
+def test_the_repro_with_a_raising_aggregator_emits_nothing_on_either_path() -> None:
+    """Each path gets a fresh driver for c@12: nothing may be emitted."""
+    for fuse in (True, False):
+        b = StreamsBuilder()
+
+        def aggregator(k, v, agg):
+            if v == "boom":
+                raise ValueError("boom")
+            return agg + 1
+
+        (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(10, 5))
+         .aggregate(lambda: 0, aggregator)
+         .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+         .to_stream().to("out"))
+        with TopologyTestDriver(b.build(), {"fuse_final_results": fuse}) as d:
+            inp, out = d.create_input_topic("in"), d.create_output_topic("out")
+            inp.pipe_input("a", "x", 5)
+            try:
+                inp.pipe_input("b", "boom", 20)
+            except ValueError:
+                pass
+            assert out.read_records_to_list() == []
+            (suppression,) = d._task.suppressors.values()
+            assert suppression.stream_time == 5
+
+
+def test_fusion_is_its_own_switch_and_debug_metrics_work_with_it() -> None:
+    topology = build("count", 10, 10, 0)
+    with TopologyTestDriver(topology, {"metrics_recording_level": "DEBUG"}) as d:
+        assert any(isinstance(f, FusedFinalResults) for f in d._task.fused.values())
+        inp = d.create_input_topic("in")
+        inp.pipe_input("a", 1, 1)
+        inp.pipe_input("b", 1, 25)
+        m = d.metrics()
+        assert m["suppression-buffer-count-max"] == 2.0
+        assert m["suppression-emit-total"] == 1.0
+    with TopologyTestDriver(topology, {"fuse_final_results": False}) as d:
+        assert not d._task.fused
+        assert d._task.suppressors["final"].stream_time == -1
 
 
 def test_fusion_needs_the_suppression_as_only_child() -> None:
@@ -107,18 +285,18 @@ def test_byte_accounting_counts_an_old_value_equal_to_the_prior_once() -> None:
             ("k", 2, 5, [("h", b"x")])]
     buffer = BufferConfig.max_bytes(10_000).shut_down_when_full()
     topology = build("aggregate", 100, 100, 0, buffer)
-    fused, separate = run(topology, rows, debug=False), run(topology, rows, debug=True)
-    assert fused == separate
-    assert len({step[4] for step in fused}) > 1  # the size really changed along the way
+    fused = run(topology, rows, fuse=True, debug=False)
+    assert fused == run(topology, rows, fuse=False, debug=False)
+    assert len({step[3]["suppression-buffer-size"] for step in fused}) > 1  # it changed
 
 
-def _final_count_topology(store_name: str = "S", peek=None):
-    from topology import Materialized
-
+def _final_count_topology(peek=None):
     b = StreamsBuilder()
     stream = (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
-              .count(Materialized(store_name))
-              .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream())
+              .count(Materialized("S"))
+              .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())
+                        .with_name("final"))
+              .to_stream())
     if peek is not None:
         stream = stream.peek(peek)
     stream.to("out")
@@ -126,10 +304,10 @@ def _final_count_topology(store_name: str = "S", peek=None):
 
 
 def _both_ways(script):
-    """Run ``script(driver)`` fused (INFO) and separate (DEBUG); return both results."""
+    """Run ``script(driver)`` fused and separate; return both results."""
     results = []
-    for level in ("INFO", "DEBUG"):
-        with TopologyTestDriver(_final_count_topology(), {"metrics_recording_level": level}) as d:
+    for fuse in (True, False):
+        with TopologyTestDriver(_final_count_topology(), {"fuse_final_results": fuse}) as d:
             results.append(script(d))
     return results
 
@@ -159,27 +337,30 @@ def test_store_writes_between_records_behave_as_without_fusion() -> None:
         assert fused == separate, case
 
 
-def test_a_failure_downstream_during_emission_loses_nothing() -> None:
-    def run_case(level):
-        failed = []
-
+def test_a_failure_downstream_during_emission_keeps_the_entry_buffered() -> None:
+    def run_case(fuse):
         def flaky(key, value):
-            if key.key == "b" and not failed:
-                failed.append(1)
-                raise RuntimeError("transient")
+            if key.key == "b":
+                raise RuntimeError("downstream failed")
 
-        topology = _final_count_topology(peek=flaky)
-        with TopologyTestDriver(topology, {"metrics_recording_level": level}) as d:
+        with TopologyTestDriver(_final_count_topology(peek=flaky),
+                                {"fuse_final_results": fuse}) as d:
             inp, out = d.create_input_topic("in"), d.create_output_topic("out")
-            for key, ts in [("a", 1), ("b", 2), ("c", 3), ("z", 30), ("y", 30), ("x", 55)]:
-                try:
-                    inp.pipe_input(key, "v", ts)
-                except RuntimeError:
-                    pass
-            return [(r.key.key, r.key.window.start, r.value) for r in out.read_records_to_list()]
+            for key, ts in [("a", 1), ("b", 2), ("c", 3)]:
+                inp.pipe_input(key, "v", ts)
+            try:
+                inp.pipe_input("z", "v", 30)
+            except RuntimeError as err:
+                error = str(err)
+            return ([(r.key.key, r.value) for r in out.read_records_to_list()], error,
+                    [(k.key, v) for k, v, _ in d._task.suppressors["final"].buffered()],
+                    d.failure.node)
 
-    assert run_case("INFO") == run_case("DEBUG") == [
-        ("a", 0, 1), ("b", 0, 1), ("c", 0, 1), ("y", 30, 1), ("z", 30, 1)]
+    fused, separate = run_case(True), run_case(False)
+    assert fused == separate
+    assert fused[0] == [("a", 1)]  # emitted before the failure
+    assert fused[2] == [("b", 1), ("c", 1), ("z", 1)]  # the failing entry is kept
+    assert fused[3].startswith("KSTREAM-PEEK")
 
 
 def test_keys_with_equal_bytes_keep_their_buffering_order() -> None:
@@ -193,44 +374,7 @@ def test_keys_with_equal_bytes_keep_their_buffering_order() -> None:
     assert fused == separate == [("a", 1), (b"a", 1)]
 
 
-@settings(max_examples=150, deadline=None)
-@given(rows=ROWS, kind=st.sampled_from(sorted(AGGREGATIONS)), size=st.integers(1, 30),
-       grace=st.integers(0, 20), buffer=BUFFERS)
-def test_bulk_fused_equals_separate_per_record(rows, kind, size, grace, buffer) -> None:
-    """pipe_records (plain tuples take the context-free path) vs pipe_input, unfused."""
-    if kind == "reduce":
-        rows = [(k, 1 if v is None else v, ts, h) for k, v, ts, h in rows]
-    topology = build(kind, size, size, grace, buffer)
-    # rows without headers as plain tuples, the others with their headers
-    records = [(k, v, ts) if h is None else (k, v, ts, h) for k, v, ts, h in rows]
-
-    def outcome(bulk: bool):
-        level = "INFO" if bulk else "DEBUG"
-        with TopologyTestDriver(topology, {"metrics_recording_level": level}) as d:
-            topic, out = d.create_input_topic("in"), d.create_output_topic("out")
-            error = None
-            try:
-                if bulk:
-                    topic.pipe_records(records)
-                else:
-                    for record in records:
-                        topic.pipe_input(*record)
-            except BufferFullError as err:
-                error = str(err)
-            m = d.metrics()
-            store = next(iter(d._task.stores.values()))
-            return ([(r.key, r.value, r.timestamp, r.headers)
-                     for r in out.read_records_to_list()], error,
-                    m["dropped-records-total"], m["suppression-emit-total"],
-                    m["suppression-buffer-count"], m["suppression-buffer-size"],
-                    list(store.all()))
-
-    assert outcome(True) == outcome(False)
-
-
 def test_emitted_records_carry_the_offset_and_topic_of_their_latest_update() -> None:
-    from topology.runtime.api import Processor
-
     def outcome(bulk: bool):
         seen: list = []
 
@@ -243,10 +387,9 @@ def test_emitted_records_carry_the_offset_and_topic_of_their_latest_update() -> 
         (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
          .count().suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
          .to_stream().process(Spy))
-        level = "INFO" if bulk else "DEBUG"
         rows = [("a", "v", 3), ("b", "v", 1), ("a", "v", 2), ("c", "v", 12),
                 ("c", "v", 25, [("h", b"1")]), ("d", "v", 40)]
-        with TopologyTestDriver(b.build(), {"metrics_recording_level": level}) as d:
+        with TopologyTestDriver(b.build(), {"fuse_final_results": bulk}) as d:
             topic = d.create_input_topic("in")
             if bulk:
                 topic.pipe_records(rows)

@@ -52,7 +52,12 @@ class ProcessorContext(Protocol):
         self, interval_ms: int, punctuation_type: PunctuationType,
         callback: Callable[[int], None],
     ) -> Cancellable:
-        """Call ``callback(time_ms)`` every ``interval_ms`` of the chosen clock."""
+        """Call ``callback(time_ms)`` every ``interval_ms`` of the chosen clock.
+
+        :raises TypeError: if ``punctuation_type`` is not a :class:`PunctuationType` (a
+            string such as ``"stream_time"`` is refused, never guessed).
+        :raises ValueError: for an interval that is not a positive int of ms.
+        """
         ...
 
     def current_stream_time_ms(self) -> int:
@@ -75,13 +80,17 @@ class ProcessorContext(Protocol):
 
 
 class Processor(abc.ABC):
-    """Base class of user processors: override :meth:`process` (and optionally the others)."""
+    """Base class of user processors: override :meth:`process` (and optionally the others).
+
+    The base class needs no ``__init__`` call: the runtime sets ``self.context`` before it
+    calls :meth:`init`, so a subclass may define ``__init__`` and ``init`` freely.
+    """
 
     context: ProcessorContext
+    """What this processor can reach (forwarding, stores, clocks); set by the runtime."""
 
-    def init(self, context: ProcessorContext) -> None:
-        """Called once before the first record; keeps ``context`` as ``self.context``."""
-        self.context = context
+    def init(self, context: ProcessorContext) -> None:  # noqa: B027 - optional hook
+        """Called once before the first record (``self.context`` is already set)."""
 
     @abc.abstractmethod
     def process(self, record: Record) -> None:

@@ -2,33 +2,58 @@
 
 One task, one partition per topic, as Kafka's test driver. Records produced to a topic that a
 source of the same topology reads (repartition topics, or a user's loop) are queued and
-processed, in order, before :meth:`Task.process` returns.
+processed, in order, before :meth:`Task.process` returns; one input record may feed back at
+most ``max_feedback_records`` of them (:class:`~topology.errors.FeedbackLoopError`).
+
+**Failure.** An exception raised while a record is processed (by user code, a serde, a
+suppression's full buffer, an invalid timestamp) fails the task, as Kafka stops a stream
+thread. The exception propagates once, with a note naming the node and the record; what the
+record had already forwarded before the exception stays where it went (outputs written,
+stores updated, the overflowing entry kept in its buffer), records it had fed back and not yet
+processed are discarded, and every later call that would process input or advance time raises
+:class:`~topology.errors.TaskFailedError`. Outputs, stores and metrics stay readable.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from suppress.entry import Headers, RecordContext
+from suppress.processor import SuppressionView, SuppressMetrics, SuppressProcessor
 from suppress.time import NO_TIMESTAMP
 
-from ..errors import StoreError, UnknownTopicError
+from ..errors import FeedbackLoopError, StoreError, TaskFailedError, UnknownTopicError
+from ..topology import Topology
 from .api import PunctuationType
 from .clock import Clock
-from .graph import InternalProcessor, Topology
 from .metrics import TaskMetrics
+from .processor import Entry, Forward, InternalProcessor
 
-__all__ = ("Task",)
+__all__ = ("DEFAULT_MAX_FEEDBACK_RECORDS", "Task", "TaskFailure")
 
-_new_tuple = tuple.__new__  # builds RecordContext without its Python-level __new__
+DEFAULT_MAX_FEEDBACK_RECORDS = 10_000
+"""How many records one input record may feed back through topics the topology reads."""
 
 Produce = Callable[..., None]
 """``produce(key, value, ctx, key_bytes=None, value_bytes=None)``: one record written to a
 topic; the bytes are given when the sink serialized the record."""
 Output = Callable[[str], Produce]
 """``output(topic)`` gives the function that receives what sinks write to ``topic``."""
+
+
+class TaskFailure(NamedTuple):
+    """Why a task stopped: the first exception, where, and the record being processed."""
+
+    node: str | None
+    """The node whose code raised (``None`` when outside any node, e.g. a punctuation)."""
+    topic: str | None
+    offset: int | None
+    key: Any
+    value: Any
+    timestamp: int | None
+    cause: BaseException
 
 
 class _Schedule:
@@ -63,20 +88,33 @@ class Task:
     :param output: ``output(topic)`` returns the function that receives every record written
         to ``topic``, called as ``(key, value, context, key_bytes=None, value_bytes=None)``.
     :param debug_metrics: record DEBUG-level metrics (suppression buffer size/count samples).
+    :param fuse: run each time-windowed aggregation whose only child is a final-results
+        suppression as one fused step (same results, faster; see
+        :mod:`topology.runtime.processors.fused`).
+    :param max_feedback_records: the most records one input record may feed back through
+        topics the topology reads.
     """
 
     def __init__(self, topology: Topology, clock: Clock, output: Output,
-                 application_id: str, debug_metrics: bool = False) -> None:
+                 application_id: str, *, debug_metrics: bool = False, fuse: bool = True,
+                 max_feedback_records: int = DEFAULT_MAX_FEEDBACK_RECORDS) -> None:
+        if type(max_feedback_records) is not int or max_feedback_records < 1:
+            raise ValueError(f"max_feedback_records must be a positive int, "
+                             f"got {max_feedback_records!r}")
         self.topology = topology
         self.application_id = application_id
         self.debug_metrics = debug_metrics
+        self.max_feedback_records = max_feedback_records
         self.clock = clock
         self.metrics = TaskMetrics()
         self.stream_time = NO_TIMESTAMP
-        self.suppressors: dict[str, Any] = {}
+        self.failure: TaskFailure | None = None
+        """Set when the task failed (see the module docstring)."""
+        self.suppressors: dict[str, SuppressionView] = {}
+        """Suppression node name -> its stream time and buffer, whichever path runs it."""
         self.fused: dict[str, Any] = {}
-        """Aggregation node name -> its fused final-results step (see :meth:`_fuse`)."""
-        self.stores = {spec.name: spec.factory() for spec in topology.stores}
+        """Aggregation node name -> the fused final-results step that runs it."""
+        self.stores: dict[str, Any] = {spec.name: spec.factory() for spec in topology.stores}
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
         self._output = output
         self._queue: deque[tuple[str, Any, Any, int, Headers]] = deque()
@@ -88,44 +126,52 @@ class Task:
             proc = node.factory()
             proc.name = node.name
             self.processors[node.name] = proc
-        self.sources: dict[str, InternalProcessor] = {}
-        for node in topology.nodes:
-            if node.kind == "source":
-                for topic in node.topics:
-                    self.sources[self.resolve_topic(topic)] = self.processors[node.name]
-        # Parents first, as Kafka (the order of user processors' init and of their
-        # punctuations): init, where a node may install a specialised ``process``; fusion;
-        # then forwards wired to the children's final entry points; then ``connected``,
-        # where a node may bind its forwards into a helper.
+        self.sources = {self.resolve_topic(t): node for node in topology.nodes
+                        if node.kind == "source" for t in node.topics}
+        # Parents first, as Kafka (the order of user processors' init and punctuations).
         for node in topology.nodes:
             self.processors[node.name].init(self)
+        if fuse:
+            self._fuse()
+        entries = {name: Entry(p.record_entry(), p.change_entry())
+                   for name, p in self.processors.items()}
+        raw: dict[str, Callable[..., None]] = {}
+        for name, fused in self.fused.items():
+            entries[name] = Entry(fused.record_entry(), entries[name].change)
+            raw[name] = fused.raw_entry()
         for node in topology.nodes:
-            if len(node.children) == 1:
-                self._fuse(node.name, self.processors[node.name],
-                           self.processors[node.children[0].name])
-        for node in topology.nodes:
-            proc = self.processors[node.name]
-            children = [self.processors[c.name] for c in node.children]
-            proc.forward = _fan_out([c.process for c in children])  # type: ignore[method-assign]
-            proc.forward_change = _fan_out(  # type: ignore[method-assign]
-                [c.process_change for c in children])
-        for proc in self.processors.values():
-            proc.connected()
-        # each source topic's entry point; those that take raw records need no context object
-        self._entries = {topic: source.forward for topic, source in self.sources.items()}
-        self._raw_topics = {topic for topic, forward in self._entries.items()
-                            if getattr(forward, "accepts_raw", False)}
+            self.processors[node.name].connect([entries[c.name] for c in node.children])
+        # A source passes records through: each topic's records go straight to its children.
+        self._entries: dict[str, Forward] = {
+            topic: self.processors[node.name].forward for topic, node in self.sources.items()}
+        # ... and, where its only child takes them, as (key, value, timestamp, offset, topic)
+        self._raw_entries: dict[str, Callable[..., None]] = {
+            topic: raw[node.children[0].name] for topic, node in self.sources.items()
+            if len(node.children) == 1 and node.children[0].name in raw}
 
-    def _fuse(self, name: str, parent: InternalProcessor, child: InternalProcessor) -> None:
-        """Fuse a windowed aggregation with a final-results suppression, its only child.
-
-        Both then run as one step, with the same results (processors/fused.py).
-        """
+    def _fuse(self) -> None:
+        """Fuse each windowed aggregation with a final-results suppression, its only child."""
         from .processors.fused import FusedFinalResults, can_fuse
 
-        if can_fuse(parent, child, self.debug_metrics):
-            fused = self.fused[name] = FusedFinalResults(parent, child)  # type: ignore[arg-type]
-            parent.process = fused.step()  # type: ignore[method-assign]
+        for node in self.topology.nodes:
+            if len(node.children) != 1:
+                continue
+            parent = self.processors[node.name]
+            child = self.processors[node.children[0].name]
+            if can_fuse(parent, child):
+                fused = FusedFinalResults(parent, child, self.debug_metrics)  # type: ignore[arg-type]
+                self.fused[node.name] = fused
+                self.register_suppression(child.name, fused, fused.metrics,
+                                          child.store_name)  # type: ignore[attr-defined]
+
+    def register_suppression(self, name: str, view: SuppressionView, metrics: SuppressMetrics,
+                             store_name: str | None) -> None:
+        """Record suppression ``name``: its view, its metrics, and its buffer as a store."""
+        self.suppressors[name] = view
+        self.metrics.suppressors[name] = metrics
+        if store_name is not None:
+            self.stores[store_name] = view
+            self._store_kinds[store_name] = "suppression-buffer"
 
     def resolve_topic(self, topic: str) -> str:
         """The real name of ``topic``: internal topics get the application id as prefix."""
@@ -141,18 +187,24 @@ class Task:
 
         Offsets per input topic start at 0 and go up by one per record.
 
-        :raises UnknownTopicError: if no source reads ``topic``.
+        :raises UnknownTopicError: if no source reads ``topic`` (the task stays usable).
+        :raises TaskFailedError: if the task failed earlier.
+        :raises FeedbackLoopError: if the record fed back too many records (the task fails).
         """
-        self._process_one(topic, key, value, timestamp, headers)
+        self._check_alive()
+        if topic not in self._entries:
+            raise UnknownTopicError(f"Unknown topic: {topic}")
+        try:
+            self._process_one(topic, key, value, timestamp, headers)
+        except BaseException as exc:
+            self._fail(exc, topic, self._offsets[topic] - 1, key, value, timestamp)
+            raise
         if self._queue:
             self._drain()
 
     def _process_one(self, topic: str, key: Any, value: Any, timestamp: int,
                      headers: Headers) -> None:
         """One record through the topology: offset, stream time, lateness, punctuation."""
-        forward = self._entries.get(topic)
-        if forward is None:
-            raise UnknownTopicError(f"Unknown topic: {topic}")
         offsets = self._offsets
         offset = offsets.get(topic, 0)
         offsets[topic] = offset + 1
@@ -165,10 +217,11 @@ class Task:
             metrics.lateness_sum += late
             if late > metrics.lateness_max:
                 metrics.lateness_max = late
-        if not headers and topic in self._raw_topics:
-            forward(key, value, timestamp, offset, topic)  # builds a context only if needed
+        raw = self._raw_entries.get(topic) if not headers else None
+        if raw is not None:
+            raw(key, value, timestamp, offset, topic)  # builds a context only if it needs one
         else:
-            forward(key, value, _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers)))
+            self._entries[topic](key, value, RecordContext(timestamp, offset, topic, 0, headers))
         if self._stream_schedules:
             self._punctuate_stream_time()
 
@@ -181,11 +234,13 @@ class Task:
         tuple with headers) is handed to ``other(record)`` in its turn.
 
         :raises UnknownTopicError: if no source reads ``topic``.
+        :raises TaskFailedError: if the task failed earlier.
         :raises ValueError: for a timestamp that is not a non-negative int; the records
             before it have been processed.
         """
-        forward = None  # resolved at the first plain record: piping nothing is not an error
-        raw = False
+        self._check_alive()
+        forward: Forward | None = None  # resolved at the first plain record
+        raw: Callable[..., None] | None = None
         metrics = self.metrics
         queue = self._queue
         schedules = self._stream_schedules
@@ -193,6 +248,7 @@ class Task:
         offset = offsets.get(topic, 0)
         stream_time = self.stream_time
         late_n = late_sum = late_max = 0
+        key = value = ts = None
         try:
             for record in records:
                 if type(record) is not tuple or len(record) != 3 or type(record[2]) is not int \
@@ -206,8 +262,10 @@ class Task:
                     continue
                 key, value, ts = record
                 if forward is None:
-                    forward = self._entry(topic)
-                    raw = topic in self._raw_topics
+                    forward = self._entries.get(topic)
+                    if forward is None:
+                        raise UnknownTopicError(f"Unknown topic: {topic}")
+                    raw = self._raw_entries.get(topic)
                 this_offset = offset
                 offset += 1
                 late_n += 1
@@ -218,10 +276,14 @@ class Task:
                     late_sum += late
                     if late > late_max:
                         late_max = late
-                if raw:  # the step builds a context only if it needs one
-                    forward(key, value, ts, this_offset, topic)
-                else:
-                    forward(key, value, _new_tuple(RecordContext, (ts, this_offset, topic, 0, ())))
+                try:
+                    if raw is not None:  # the step builds a context only if it needs one
+                        raw(key, value, ts, this_offset, topic)
+                    else:
+                        forward(key, value, RecordContext(ts, this_offset, topic, 0, ()))
+                except BaseException as exc:
+                    self._fail(exc, topic, this_offset, key, value, ts)
+                    raise
                 if schedules or queue:
                     offsets[topic] = offset  # the next offset, for records queued to this topic
                     try:
@@ -229,6 +291,9 @@ class Task:
                             self._punctuate_stream_time()
                         if queue:
                             self._drain()
+                    except BaseException as exc:
+                        self._fail(exc, topic, this_offset, key, value, ts)
+                        raise
                     finally:
                         offset = offsets[topic]
                         stream_time = self.stream_time
@@ -239,22 +304,72 @@ class Task:
             if late_max > metrics.lateness_max:
                 metrics.lateness_max = late_max
 
-    def _entry(self, topic: str) -> Callable[..., None]:
-        """Where records of ``topic`` enter: its source's children (sources pass through)."""
-        forward = self._entries.get(topic)
-        if forward is None:
-            raise UnknownTopicError(f"Unknown topic: {topic}")
-        return forward
-
     def _drain(self) -> None:
         """Process records written to topics this topology reads, in the order written.
 
         A queued record gets its offset when it is processed; as processing is synchronous
         and first in first out, that is the order it was written in.
+
+        :raises FeedbackLoopError: past ``max_feedback_records`` records for one input.
         """
         queue = self._queue
+        limit = self.max_feedback_records
+        processed = 0
         while queue:
-            self._process_one(*queue.popleft())
+            processed += 1
+            if processed > limit:
+                error = FeedbackLoopError(self._feedback_message())
+                self._fail(error, None, None, None, None, None)
+                raise error
+            topic, key, value, ts, headers = queue.popleft()
+            try:
+                self._process_one(topic, key, value, ts, headers)
+            except BaseException as exc:
+                self._fail(exc, topic, self._offsets[topic] - 1, key, value, ts)
+                raise
+
+    def _feedback_message(self) -> str:
+        cycle = self._feedback_cycle()
+        where = (f"the topology writes to topics it reads, in a cycle: {cycle}" if cycle
+                 else "records fed back through the topology's internal topics")
+        return (f"one input record fed back more than max_feedback_records="
+                f"{self.max_feedback_records} records: {where}. Break the cycle, or raise "
+                f"max_feedback_records if the fan-out is intended")
+
+    def _feedback_cycle(self) -> str | None:
+        """A cycle ``topic -> sink node -> topic ...`` through sources and sinks, if any."""
+        nodes = {n.name: n for n in self.topology.nodes}
+        edges: dict[str, list[tuple[str, str]]] = {}  # topic -> [(sink node, written topic)]
+        for topic, source in self.sources.items():
+            seen, stack, out = set(), [source], []
+            while stack:
+                node = stack.pop()
+                if node.name in seen:
+                    continue
+                seen.add(node.name)
+                if node.kind == "sink":
+                    out += [(node.name, self.resolve_topic(t)) for t in node.topics]
+                stack.extend(nodes[c.name] for c in node.children)
+            edges[topic] = out
+
+        def walk(topics: list[str], sinks: list[str]) -> str | None:
+            for sink, written in edges.get(topics[-1], []):
+                if written in topics:
+                    start = topics.index(written)
+                    hops = [f"{t} -> {s}" for t, s in
+                            zip(topics[start:], sinks[start:] + [sink], strict=True)]
+                    return " -> ".join(hops + [written])
+                if written in edges:
+                    found = walk(topics + [written], sinks + [sink])
+                    if found:
+                        return found
+            return None
+
+        for topic in sorted(edges):
+            found = walk([topic], [])
+            if found:
+                return found
+        return None
 
     def _punctuate_stream_time(self) -> None:
         for schedule in list(self._stream_schedules):
@@ -278,6 +393,46 @@ class Task:
 
         return produce
 
+    # -- failure -------------------------------------------------------------------------------
+
+    def fail_on_input(self, exc: BaseException, topic: str, key: Any, value: Any,
+                      timestamp: int) -> None:
+        """Fail the task for an input record its source could not read (deserialization).
+
+        The record takes its offset, as it would in a partition.
+        """
+        self._check_alive()
+        offset = self._offsets.get(topic, 0)
+        self._offsets[topic] = offset + 1
+        source = self.sources.get(topic)
+        self._fail(exc, topic, offset, key, value, timestamp,
+                   node=None if source is None else source.name)
+
+    def _check_alive(self) -> None:
+        failure = self.failure
+        if failure is not None:
+            cause = failure.cause
+            where = f"at node {failure.node}" if failure.node else "outside any node"
+            raise TaskFailedError(
+                f"the task failed earlier {where} (first cause: {type(cause).__name__}: "
+                f"{cause}); it processes no more input and does not advance time: close the "
+                f"driver", failure.node, cause) from cause
+
+    def _fail(self, exc: BaseException, topic: str | None, offset: int | None, key: Any,
+              value: Any, timestamp: int | None, node: str | None = None) -> None:
+        """Record the first failure (the innermost record and node) and stop the task."""
+        if self.failure is not None or isinstance(exc, TaskFailedError):
+            return
+        if node is None:
+            node = _failing_node(exc)
+        self.failure = TaskFailure(node, topic, offset, key, value, timestamp, exc)
+        self._queue.clear()
+        record = ("" if topic is None else
+                  f" while processing the record at offset {offset} of topic {topic!r} "
+                  f"(timestamp {timestamp})")
+        exc.add_note(f"task failed at node {node}{record}; the task processes nothing more: "
+                     f"close the driver")
+
     # -- punctuation ---------------------------------------------------------------------------
 
     def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
@@ -287,11 +442,17 @@ class Task:
         Stream-time schedules are aligned to 0 and fire at the first record; wall-clock ones
         first fire ``interval_ms`` after scheduling. Skipped intervals give one call.
 
-        :raises ValueError: for an interval that is not positive.
+        :raises TypeError: if ``punctuation_type`` is not a :class:`PunctuationType`.
+        :raises ValueError: for an interval that is not a positive int.
         """
-        if not isinstance(interval_ms, int) or interval_ms <= 0:
+        if not isinstance(punctuation_type, PunctuationType):
+            raise TypeError(f"punctuation_type must be PunctuationType.STREAM_TIME or "
+                            f"PunctuationType.WALL_CLOCK_TIME, got {punctuation_type!r}")
+        if type(interval_ms) is not int or interval_ms <= 0:
             raise ValueError(f"punctuation interval must be a positive int of ms, "
                              f"got {interval_ms!r}")
+        if not callable(callback):
+            raise TypeError(f"punctuation callback must be callable, got {callback!r}")
         if punctuation_type is PunctuationType.STREAM_TIME:
             schedule = _Schedule(0, interval_ms, callback)
             self._stream_schedules.append(schedule)
@@ -301,10 +462,18 @@ class Task:
         return schedule
 
     def wall_clock_advanced(self) -> None:
-        """Run due wall-clock punctuations, then anything they queued."""
+        """Run due wall-clock punctuations, then anything they queued.
+
+        :raises TaskFailedError: if the task failed earlier.
+        """
+        self._check_alive()
         now = self.clock.now_ms()
-        for schedule in list(self._wall_schedules):
-            schedule.maybe_fire(now)
+        try:
+            for schedule in list(self._wall_schedules):
+                schedule.maybe_fire(now)
+        except BaseException as exc:
+            self._fail(exc, None, None, None, None, None)
+            raise
         self._drain()
 
     # -- stores --------------------------------------------------------------------------------
@@ -329,20 +498,22 @@ class Task:
             proc.close()
 
 
-def _fan_out(children: list[Callable[..., None]]) -> Callable[..., None]:
-    """One function calling every child with the same arguments (the child itself if one)."""
-    if not children:
-        return _discard
-    if len(children) == 1:
-        return children[0]
-    kids = tuple(children)
+def _failing_node(exc: BaseException) -> str | None:
+    """The node whose code raised ``exc``: the innermost node frame of its traceback.
 
-    def forward(*args: Any) -> None:
-        for child in kids:
-            child(*args)
+    A suppression's full buffer names its own node. Looking at the traceback costs nothing
+    while records flow; it runs once, when the task fails.
+    """
+    node_name = getattr(exc, "node_name", None)
+    if isinstance(node_name, str):
+        return node_name
+    from .processors.fused import FusedFinalResults
 
-    return forward
-
-
-def _discard(*args: Any) -> None:
-    """Forward target of a node without children."""
+    node = None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, InternalProcessor | SuppressProcessor | FusedFinalResults):
+            node = owner.name
+        tb = tb.tb_next
+    return node

@@ -1,6 +1,6 @@
 """Public test API: the driver, its topics and records, and the mock clock."""
 
-from ..runtime.clock import MockClock as MockClock
+from .clock import MockClock as MockClock
 from .driver import TopologyTestDriver as TopologyTestDriver
 from .topics import TestInputTopic as TestInputTopic
 from .topics import TestOutputTopic as TestOutputTopic

@@ -11,15 +11,18 @@ from typing import Any
 from suppress.entry import Headers
 from suppress.time import to_millis
 
-from ..runtime.clock import MockClock, SystemClock
-from ..runtime.graph import Topology
-from ..runtime.task import Task
+from ..runtime.clock import SystemClock
+from ..runtime.task import DEFAULT_MAX_FEEDBACK_RECORDS, Task, TaskFailure
 from ..serde import Serde
+from ..topology import Topology
+from .clock import MockClock
 from .topics import TestInputTopic, TestOutputTopic, holder
 
 __all__ = ("TopologyTestDriver",)
 
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
+_CONFIG_KEYS = frozenset({"application_id", "metrics_recording_level", "fuse_final_results",
+                          "max_feedback_records"})
 
 
 class TopologyTestDriver:
@@ -29,11 +32,31 @@ class TopologyTestDriver:
     repartition topics included) before it returns. Wall-clock time is a mock clock that moves
     only through :meth:`advance_wall_clock_time`.
 
-    :param config: ``application_id`` (prefix of internal topic names; default
-        ``"topology-test-driver-app"``) and ``metrics_recording_level`` (``"INFO"``, the
-        default, or ``"DEBUG"``, which adds Kafka's sampled ``suppression-buffer-*-avg/-max``
-        and keeps buffer sizes up to date on every put).
+    :param config: a mapping of
+
+        - ``application_id``: prefix of internal topic names (default
+          ``"topology-test-driver-app"``);
+        - ``metrics_recording_level``: ``"INFO"`` (the default) or ``"DEBUG"``, which adds
+          Kafka's sampled ``suppression-buffer-*-avg/-max`` and keeps buffer sizes up to date
+          on every put;
+        - ``fuse_final_results``: run each time-windowed aggregation whose only child is a
+          final-results suppression as one fused step (default ``True``; same results, about
+          three times faster; ``False`` runs the two processors separately);
+        - ``max_feedback_records``: the most records one input record may feed back through
+          topics the topology reads, sinks writing to its own sources (default 10,000); past
+          it the record fails with :class:`~topology.errors.FeedbackLoopError` naming the
+          cycle.
     :param initial_wall_clock_ms: start of the mock wall clock (default: now).
+    :raises ValueError: for an unknown config key or an invalid value.
+
+    **Failure.** An exception while a record is processed (user code, a serde, a full
+    ``shut_down_when_full()`` buffer, an invalid timestamp) propagates from the call that
+    piped it, with a note naming the node and the record, and fails the driver's task as
+    Kafka stops a stream thread: what the record forwarded before the exception stays visible
+    (outputs, stores, the buffered entry that overflowed), and every later call that pipes
+    input or advances time raises :class:`~topology.errors.TaskFailedError` naming the node
+    and the first cause. :attr:`failure` tells what happened; outputs, stores and metrics stay
+    readable until :meth:`close`.
     """
 
     def __init__(self, topology: Topology, config: Mapping[str, Any] | None = None,
@@ -42,25 +65,30 @@ class TopologyTestDriver:
             raise TypeError(f"TopologyTestDriver needs a Topology (StreamsBuilder.build()), "
                             f"got {type(topology).__name__}")
         config = dict(config or {})
-        unknown = set(config) - {"application_id", "metrics_recording_level"}
+        unknown = set(config) - _CONFIG_KEYS
         if unknown:
-            raise ValueError(f"unknown driver config keys: {sorted(unknown)}")
+            raise ValueError(f"unknown driver config keys: {sorted(unknown)}; known: "
+                             f"{sorted(_CONFIG_KEYS)}")
         self.application_id = str(config.get("application_id", DEFAULT_APPLICATION_ID))
         level = config.get("metrics_recording_level", "INFO")
         if level not in ("INFO", "DEBUG"):
             raise ValueError(f"metrics_recording_level must be 'INFO' or 'DEBUG', got {level!r}")
+        fuse = config.get("fuse_final_results", True)
+        if type(fuse) is not bool:
+            raise ValueError(f"fuse_final_results must be True or False, got {fuse!r}")
         start = SystemClock().now_ms() if initial_wall_clock_ms is None else initial_wall_clock_ms
         self._clock = MockClock(start)
         self._outputs: dict[str, deque[Any]] = {}
         self._task = Task(topology, self._clock, self._capture, self.application_id,
-                          debug_metrics=level == "DEBUG")
+                          debug_metrics=level == "DEBUG", fuse=fuse,
+                          max_feedback_records=config.get("max_feedback_records",
+                                                          DEFAULT_MAX_FEEDBACK_RECORDS))
         self._consumed: dict[str, tuple[Serde[Any] | None, Serde[Any] | None]] = {}
         for node in topology.nodes:
-            consumed = getattr(node, "consumed", None)
-            if node.kind == "source" and consumed is not None:
+            if node.kind == "source" and node.consumed is not None:
                 for topic in node.topics:
                     self._consumed[self._task.resolve_topic(topic)] = (
-                        consumed.key_serde, consumed.value_serde)
+                        node.consumed.key_serde, node.consumed.value_serde)
         self._closed = False
 
     # -- topics --------------------------------------------------------------------------------
@@ -97,10 +125,14 @@ class TopologyTestDriver:
         serdes = self._consumed.get(topic)
         if serdes is not None:
             key_serde, value_serde = serdes
-            if key_serialized and key_serde is not None:
-                key = key_serde.deserialize(key)
-            if value_serialized and value_serde is not None:
-                value = value_serde.deserialize(value)
+            try:
+                if key_serialized and key_serde is not None:
+                    key = key_serde.deserialize(key)
+                if value_serialized and value_serde is not None:
+                    value = value_serde.deserialize(value)
+            except Exception as exc:
+                self._task.fail_on_input(exc, topic, key, value, timestamp)
+                raise
         self._task.process(topic, key, value, timestamp, headers)
 
     def _pipe_batch(self, topic: str, records: Any, other: Callable[[Any], None]) -> None:
@@ -155,6 +187,11 @@ class TopologyTestDriver:
     def get_versioned_key_value_store(self, name: str) -> Any:
         """The versioned store ``name``, or ``None`` if missing or of another kind."""
         return self._store_of_kind(name, "versioned")
+
+    @property
+    def failure(self) -> TaskFailure | None:
+        """Why the task failed (node, record, first exception), or ``None`` while it runs."""
+        return self._task.failure
 
     def metrics(self) -> dict[str, float]:
         """Metrics by name, as floats.

@@ -6,18 +6,17 @@ from collections.abc import Callable
 from typing import Any
 
 from suppress.entry import RecordContext
-from suppress.time import NO_TIMESTAMP, expiry
+from suppress.time import NO_TIMESTAMP, is_window_closed
 
 from ...record import Change
 from ...windows import TimeWindows, Window, Windowed
-from ..graph import InternalProcessor
 from ..metrics import DropReason, log
+from ..processor import InternalProcessor
 from .table import log_null_key
 
 __all__ = (
     "StreamAggregateProcessor",
     "TableAggregateProcessor",
-    "TableReduceProcessor",
     "WindowedAggregateProcessor",
 )
 
@@ -82,9 +81,15 @@ class StreamAggregateProcessor(InternalProcessor):
 
 
 class TableAggregateProcessor(InternalProcessor):
-    """Grouped-table ``aggregate``/``count``: subtract the old value, then add the new one."""
+    """Grouped-table ``aggregate``/``count``/``reduce``: subtract the old value, add the new.
 
-    def __init__(self, store_name: str, initializer: Initializer, adder: Aggregator,
+    ``adder(key, value, agg)`` and ``subtractor(key, value, agg)``; for ``reduce``
+    (``initializer`` None) the first value added starts the aggregate, otherwise
+    ``initializer()`` does. Forwards ``Change(new_agg, old_agg)`` with timestamp
+    ``max(record ts, aggregate ts)``.
+    """
+
+    def __init__(self, store_name: str, initializer: Initializer | None, adder: Aggregator,
                  subtractor: Aggregator, send_old: Callable[[], bool]) -> None:
         self._store_name = store_name
         self._initializer = initializer
@@ -117,47 +122,12 @@ class TableAggregateProcessor(InternalProcessor):
         if old is not None and old_agg is not None:
             agg = self._subtractor(key, old, old_agg)
         if new is not None:
-            agg = self._adder(key, new, self._initializer() if agg is None else agg)
-        self._store.put_with_timestamp(key, agg, ts)
-        self.forward_change(key, agg, old_agg if self._old else None, ctx.with_timestamp(ts))
-
-
-class TableReduceProcessor(InternalProcessor):
-    """Grouped-table ``reduce(adder(agg, value), subtractor(agg, value))``."""
-
-    def __init__(self, store_name: str, adder: Callable[[Any, Any], Any],
-                 subtractor: Callable[[Any, Any], Any], send_old: Callable[[], bool]) -> None:
-        self._store_name = store_name
-        self._adder = adder
-        self._subtractor = subtractor
-        self._send_old = send_old
-
-    def init(self, task: Any) -> None:
-        """Bind the store."""
-        self._task = task
-        self._store = task.stores[self._store_name]
-        self._old = self._send_old()
-
-    def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
-        """:meth:`process_change` for a ``Change``."""
-        self.process_change(key, value[0], value[1], ctx)
-
-    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
-        """Subtract ``old``, add ``new``; forward ``Change(new_reduced, old_reduced)``."""
-        if key is None:
-            log_null_key(self._task, ctx)
-            return
-        item = self._store.get_with_timestamp(key)
-        ts = ctx.timestamp
-        old_agg = None
-        if item is not None:
-            old_agg = item[0]
-            ts = max(ts, item[1])
-        agg = old_agg
-        if old is not None and old_agg is not None:
-            agg = self._subtractor(old_agg, old)
-        if new is not None:
-            agg = new if agg is None else self._adder(agg, new)
+            if agg is not None:
+                agg = self._adder(key, new, agg)
+            elif self._initializer is not None:
+                agg = self._adder(key, new, self._initializer())
+            else:
+                agg = new
         self._store.put_with_timestamp(key, agg, ts)
         self.forward_change(key, agg, old_agg if self._old else None, ctx.with_timestamp(ts))
 
@@ -165,8 +135,9 @@ class TableReduceProcessor(InternalProcessor):
 class WindowedAggregateProcessor(InternalProcessor):
     """Time-windowed ``aggregate``/``count``/``reduce`` (``initializer`` None for reduce).
 
-    Keeps its own stream time ``T`` (after the null checks). For each window of the record,
-    in ascending start order: if the window is closed (:func:`suppress.time.is_window_closed`)
+    Keeps its own stream time ``T`` (after the null-key check). For each window of the
+    record, in ascending start order: if the window is closed
+    (:func:`suppress.time.is_window_closed`)
     the record is dropped for it (counted and logged once per window); otherwise the window's
     aggregate is updated and ``Change(new, old)`` is forwarded under ``Windowed(key, window)``
     with timestamp ``max(record ts, window ts)``.
@@ -202,13 +173,11 @@ class WindowedAggregateProcessor(InternalProcessor):
         if ts > self.stream_time:
             self.stream_time = ts
         windows = self._windows
-        size = windows.size_ms
-        # the close rule of suppress.time: a window is closed iff its end <= expiry
-        closed_up_to = expiry(self.stream_time, windows.grace_ms)
+        size, grace, now = windows.size_ms, windows.grace_ms, self.stream_time
         starts = (ts - ts % size,) if self._tumbling else windows.window_starts(ts)
         for start in starts:
             end = start + size
-            if end <= closed_up_to:
+            if is_window_closed(end, grace, now):
                 self._drop_expired(ctx, start, end)
                 continue
             old, new, out_ts = self.aggregate_into(key, value, ts, start)

@@ -1,90 +1,106 @@
 """Fused final results: a time-windowed aggregation and its ``until_window_closes``.
 
-When a windowed aggregation's only child is a final-results suppression (strict buffer:
-unbounded or shut down when full; DEBUG metrics off), the task runs both in one step. It does
-what the two separate processors do, in the same order, without the objects they pass
-between them (a ``Windowed`` key and a ``Change`` per update) and with a buffer shaped for
-final results: entries grouped by window start, since a window's end is its buffer time.
+When a windowed aggregation's only child is a final-results suppression that shuts down when
+full (unbounded included), the task runs both as one step (``fuse=True``, the default; the
+driver's ``fuse_final_results`` config turns it off). The step is an implementation of the
+two processors, not a second semantics: per window update, in the same order as the separate
+path,
 
-Per accepted window update, as the separate path: the aggregate is read from and written to
-the window store; the change is buffered (a new entry keeps the old value as its prior; an
-update keeps the prior and replaces value, timestamp, old value and context); every buffered
-window with ``end <= T - grace`` is emitted in (window end, key bytes) order, each entry
-removed only after its record went downstream; then the capacity is checked.
-Windows that ended deleted (the aggregator returned ``None``) are dropped at emission.
+1. the aggregation's stream time, its close rule (:func:`suppress.time.is_window_closed`),
+   its drop of records for closed windows, and its store read and write;
+2. the suppression's own stream time ``T = max(T, update timestamp)`` (kept on the
+   suppression's engine, so observers see one value whichever path runs);
+3. the buffer put: a new entry keeps the old value as its prior; an update keeps the prior and
+   replaces value, timestamp, old value and context;
+4. emission, in (window end, key bytes) order, of every buffered window the close rule says
+   is closed at ``T``, each entry removed only after its record went downstream; windows that
+   ended deleted (aggregate ``None``) are dropped;
+5. the capacity check (:class:`~suppress.errors.BufferFullError`).
 
-A property test (tests/topology/test_fusion.py) runs random streams both ways (DEBUG metrics
-turn fusion off) and compares outputs, errors, drops, metrics and store contents.
+What it saves is the objects the two processors pass between them (a ``Windowed`` key and a
+change per update) and the general buffer: entries live in a dict per window start (a
+window's end is its buffer time), and each is a tuple replaced on update, so the tens of
+thousands of live windows are tuples of plain values that the garbage collector stops
+tracking. A property test (``tests/topology/test_fusion.py``) runs random streams both ways,
+user code that raises included, and compares outputs, errors, drops, metrics, store contents
+and the suppression's stream time after every record.
 
-Buffer entries are tuples ``(value, timestamp, old, context, prior, topic)``, plus ``(size,
-base size, prior bytes, value bytes, key bytes)`` when a ``max_bytes`` limit needs byte
-accounting (kept up to date on every update as the separate buffer does; the base size is the
-part that never changes: 8 + key bytes + prior bytes). An update replaces the tuple. Records
-piped in bulk reach the step without a context object (see :meth:`FusedFinalResults.step`):
-their entry keeps the offset in place of the context and the topic beside it (``None``
-otherwise), and the context is built only when the window is emitted. An entry of plain
-values is a tuple the garbage collector stops tracking, so the tens of thousands of live
-windows are not rescanned by every full collection, as mutable entries were.
+Entry fields: ``(value, timestamp, old, context, prior, topic, key bytes)``, plus ``(size,
+prior bytes, value bytes)`` when bytes are tracked (a ``max_bytes`` limit or DEBUG metrics).
+Records piped in bulk without headers arrive through :meth:`FusedFinalResults.raw_entry` as
+``(key, value, timestamp, offset, topic)``; their entry keeps the offset in place of the
+context and the topic beside it (``None`` otherwise), and the context is built only when the
+window is emitted. Measured: that saves a context object per record, about 12 % of the bulk
+pipeline's time.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suppress.config import BufferFullStrategy
 from suppress.entry import RecordContext, context_size, entry_size
-from suppress.errors import LONG_MAX, BufferFullError
+from suppress.errors import BufferFullError
+from suppress.processor import SuppressMetrics
+from suppress.time import is_window_closed
 
 from ...windows import Window, Windowed
+from ..processor import Forward
 from .aggregate import WindowedAggregateProcessor
 from .suppress import SuppressNodeProcessor
 from .table import log_null_key
 
+if TYPE_CHECKING:
+    from ..processor import InternalProcessor
+
 __all__ = ("FusedFinalResults", "can_fuse")
 
-_VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _SIZE = range(7)  # entry fields (module docstring)
-_KEY_BYTES = 10  # (size, base size, prior bytes, value bytes, key bytes) follow _TOPIC
-_new_tuple = tuple.__new__
-Step = Callable[..., None]
+_VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _KEY_BYTES = range(7)  # entry fields (docstring)
+_SIZE, _PRIOR_BYTES, _VALUE_BYTES = 7, 8, 9  # and with byte tracking
+LONG_MAX = 2**63 - 1
 
 
-def can_fuse(aggregate: Any, child: Any, debug_metrics: bool) -> bool:
+def can_fuse(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
     """Whether ``aggregate`` -> ``child`` can run fused (see the module docstring)."""
-    if not isinstance(aggregate, WindowedAggregateProcessor) or debug_metrics:
+    if not isinstance(aggregate, WindowedAggregateProcessor):
         return False
     if not isinstance(child, SuppressNodeProcessor):
         return False
-    cfg = child.suppressed.buffer_config
-    return child.suppressed.final_results and cfg.strategy is BufferFullStrategy.SHUT_DOWN
-
-
-def _key_bytes_of(item: tuple[bytes, Any, tuple[Any, ...]]) -> bytes:
-    return item[0]
+    return (child.suppressed.final_results
+            and child.suppressed.buffer_config.strategy is BufferFullStrategy.SHUT_DOWN)
 
 
 def _context(timestamp: int, offset: int, topic: str) -> RecordContext:
     """The context of a record piped without headers."""
-    return _new_tuple(RecordContext, (timestamp, offset, topic, 0, ()))
+    return RecordContext(timestamp, offset, topic, 0, ())
 
 
 def _emitted_context(entry: tuple[Any, ...]) -> RecordContext:
     """The context of an entry's latest update, with the aggregate's timestamp."""
     if entry[_TOPIC] is not None:
         return _context(entry[_TS], entry[_CTX], entry[_TOPIC])
-    ctx = entry[_CTX]
+    ctx: RecordContext = entry[_CTX]
     return ctx if ctx[0] == entry[_TS] else ctx._replace(timestamp=entry[_TS])
 
 
-class FusedFinalResults:
-    """The combined step, installed as the aggregation's ``process`` (see :meth:`step`).
+def _by_key_bytes(item: tuple[Any, tuple[Any, ...]]) -> bytes:
+    key_bytes: bytes = item[1][_KEY_BYTES]
+    return key_bytes
 
-    Also the suppression's buffer as its metrics see it (``num_records``, ``size_bytes``).
+
+class FusedFinalResults:
+    """The combined step: the aggregation's record entry, and the suppression's buffer.
+
+    ``name`` is the aggregation's (records enter there); the suppression's stream time is
+    its engine's ``stream_time``. Also a :class:`~suppress.processor.SuppressionView` and the
+    buffer the suppression's metrics read.
     """
 
     def __init__(self, aggregate: WindowedAggregateProcessor,
-                 suppress: SuppressNodeProcessor) -> None:
+                 suppress: SuppressNodeProcessor, debug_metrics: bool) -> None:
+        self.name = aggregate.name
         self._agg = aggregate
         self._task = aggregate._task
         self._store = aggregate._store
@@ -92,39 +108,44 @@ class FusedFinalResults:
         self._windows = windows
         self._size = windows.size_ms
         self._grace = windows.grace_ms
-        self._tumbling = windows.advance_ms == windows.size_ms
         self._initializer = aggregate._initializer
         self._aggregator = aggregate._aggregator
-        self._suppress = suppress
-        self._metrics = suppress.engine.metrics
-        self._key_bytes = suppress.key_serializer
-        self._value_bytes = suppress.value_serializer
-        self._buffer: dict[int, dict[Any, tuple[Any, ...]]] = {}  # window start -> key -> entry
+        self._node = suppress
+        self._engine = suppress.engine  # its stream time is the suppression's
+        self._buffer: dict[int, dict[Any, tuple[Any, ...]]] = {}  # start -> key -> entry
         self._starts: list[int] = []  # heap of the buffer's window starts
         self._count = 0
-        self._bytes = 0  # kept only with a bytes limit
+        self._bytes = 0  # kept only when tracking bytes
         cfg = suppress.suppressed.buffer_config
         self._records_limit = cfg.records_limit
         self._bytes_limit = cfg.bytes_limit
-        # limits as numbers no count or size reaches when unset: one comparison each
-        self._max_count = LONG_MAX if cfg.records_limit is None else cfg.records_limit
-        self._max_bytes = LONG_MAX if cfg.bytes_limit is None else cfg.bytes_limit
-        self._track_bytes = cfg.bytes_limit is not None
-        self._closed_up_to = aggregate.stream_time - self._grace
+        self._debug = debug_metrics
+        self._track_bytes = cfg.bytes_limit is not None or debug_metrics
         self._windows_cache: dict[int, Window] = {}
         self._topic_sizes: dict[str, int] = {}
-        self._metrics._buffer = self  # type: ignore[assignment]
+        self.metrics = SuppressMetrics(self, debug_metrics)
 
-    # -- the step ----------------------------------------------------------------------------
+    # -- entries -------------------------------------------------------------------------------
 
-    def step(self) -> Step:
-        """The function to run as the aggregation's ``process``.
+    def record_entry(self) -> Forward:
+        """Where records arrive: :meth:`process` (``(key, value, context)``)."""
+        return self.process
 
-        For tumbling windows it also takes ``(key, value, timestamp, offset, topic)`` for a
-        record without headers (flagged by its ``accepts_raw`` attribute), which spares the
-        bulk path one context object per record.
+    def raw_entry(self) -> Callable[[Any, Any, int, int, str], None]:
+        """Where records piped without headers arrive: ``(key, value, ts, offset, topic)``.
+
+        For tumbling windows a closure over local names, with a fast path for an update to a
+        key already buffered in the window last written; otherwise :meth:`process` after
+        building the context.
         """
-        return self._tumbling_step() if self._tumbling else self.process
+        if self._windows.advance_ms == self._size and not self._debug:
+            return self._tumbling_step()
+        process = self.process
+
+        def with_context(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
+            process(key, value, _context(ts, offset, topic))
+
+        return with_context
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Aggregate the record into each of its windows, as the separate processors do."""
@@ -135,50 +156,36 @@ class FusedFinalResults:
         agg = self._agg
         if ts > agg.stream_time:
             agg.stream_time = ts
-            # suppress.time's close rule: closed iff end <= expiry(T, grace) = T - grace
-            self._closed_up_to = ts - self._grace
-        size = self._size
         for start in self._windows.window_starts(ts):
-            self._update(key, value, ctx, ts, start, size)
+            self._update(key, value, ctx, None, ts, start)
 
-    def _tumbling_step(self) -> Step:
-        """:meth:`process` for tumbling windows, as a closure over local names.
+    def _tumbling_step(self) -> Callable[[Any, Any, int, int, str], None]:
+        """The raw entry for tumbling windows, as a closure over local names.
 
         The hot path of final results: an update to a key already buffered in the window
-        last written only touches the store bucket and the buffer entry. Anything else goes
-        through :meth:`_update`.
+        last written, with the window open and nothing due, touches the store bucket and the
+        buffer entry only. Everything else goes through :meth:`_update`, which is the
+        general form of the same steps.
         """
-        agg, store, task = self._agg, self._store, self._task
+        agg, store, task, engine = self._agg, self._store, self._task, self._engine
         size, grace = self._size, self._grace
-        aggregator, initializer = self._aggregator, self._initializer
-        update, emit_closed = self._update, self._emit_closed
-        starts = self._starts
-        track, max_count, max_bytes = self._track_bytes, self._max_count, self._max_bytes
-        tracked = self._tracked
+        aggregator = self._aggregator
+        update, tracked = self._update, self._tracked
+        track = self._track_bytes
         last_start, last_version = -1, -1
         last_bucket: dict[Any, Any] = {}
         last_entries: dict[Any, tuple[Any, ...]] = {}
 
-        def step(key: Any, value: Any, ctx: Any, offset: int = -1,
-                 topic: str | None = None) -> None:
+        def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
             nonlocal last_start, last_version, last_bucket, last_entries
-            if topic is None:
-                ts = ctx[0]
-                stored = ctx
-            else:  # a raw record: ctx is its timestamp
-                ts = ctx
-                stored = offset
             if key is None:
-                log_null_key(task, _context(ts, offset, topic) if topic is not None else ctx)
+                log_null_key(task, _context(ts, offset, topic))
                 return
             if ts > agg.stream_time:
                 agg.stream_time = ts
-                # suppress.time's close rule: closed iff end <= expiry(T, grace) = T - grace
-                self._closed_up_to = ts - grace
             start = ts - ts % size
-            closed = self._closed_up_to
             if start == last_start and store.layout_version == last_version \
-                    and start + size > closed:
+                    and not is_window_closed(start + size, grace, agg.stream_time):
                 item = last_bucket.get(key)
                 entry = last_entries.get(key)
                 if item is not None and entry is not None:
@@ -189,81 +196,73 @@ class FusedFinalResults:
                         store.put_with_timestamp(key, None, start, out_ts)  # a delete
                     else:
                         last_bucket[key] = (new, out_ts)
+                    if out_ts > engine.stream_time:
+                        engine.stream_time = out_ts
                     if track:
-                        last_entries[key] = tracked(entry, key, start, new, out_ts, old, stored,
-                                                    topic)
+                        last_entries[key] = tracked(entry, key, start, new, out_ts, old,
+                                                    offset, topic)
                     else:
-                        last_entries[key] = (new, out_ts, old, stored, entry[4], topic)
-                    if starts[0] + size <= closed:
-                        emit_closed(closed)
-                    if self._count > max_count or self._bytes > max_bytes:
-                        self._check_capacity()
+                        last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
+                                             entry[_KEY_BYTES])
+                    self._after_put(size)
                     return
-                if item is None and entry is None and initializer is not None:
-                    # a key new to the window last written
-                    old = initializer()
-                    new = aggregator(key, value, old)
-                    if new is not None:
-                        last_bucket[key] = (new, ts)
-                        if track:
-                            last_entries[key] = tracked(None, key, start, new, ts, old, stored,
-                                                        topic)
-                        else:
-                            last_entries[key] = (new, ts, old, stored, old, topic)
-                        self._count += 1
-                        if starts[0] + size <= closed:
-                            emit_closed(closed)
-                        if self._count > max_count or self._bytes > max_bytes:
-                            self._check_capacity()
-                        return
-                    # a None aggregate deletes: the general path below handles it
-                    if topic is not None:
-                        ctx = _context(ts, offset, topic)
-                    update(key, value, ctx, ts, start, size, (old, new))
-                    return
-            if topic is not None:
-                ctx = _context(ts, offset, topic)
-            update(key, value, ctx, ts, start, size)
-            if (start != last_start or store.layout_version != last_version) \
-                    and start + size > self._closed_up_to:
-                bucket = store.bucket(start)
-                if bucket is not None:
-                    last_start, last_bucket = start, bucket
-                    last_entries = self._buffer[start]
+            update(key, value, None, (offset, topic), ts, start)
+            if start != last_start or store.layout_version != last_version:
+                entries = self._buffer.get(start)
+                bucket = store.bucket(start) if entries is not None else None
+                if bucket is not None and entries is not None:
+                    last_start, last_bucket, last_entries = start, bucket, entries
                     last_version = store.layout_version
 
-        step.accepts_raw = True  # type: ignore[attr-defined]
         return step
 
-    def _update(self, key: Any, value: Any, ctx: RecordContext, ts: int, start: int,
-                size: int, fresh: tuple[Any, Any] | None = None) -> None:
-        """One window update: aggregate, store, buffer, emission, capacity check.
+    def _update(self, key: Any, value: Any, ctx: RecordContext | None,
+                raw: tuple[int, str] | None, ts: int, start: int) -> None:
+        """One window update through both processors (steps 1-5 of the module docstring).
 
-        ``fresh``: ``(old, new)`` already computed for a key new to the window.
+        ``ctx`` is the record's context, or ``None`` with ``raw = (offset, topic)``.
         """
-        if start + size <= self._closed_up_to:
-            self._agg._drop_expired(ctx, start, start + size)
+        size = self._size
+        agg = self._agg
+        if is_window_closed(start + size, self._grace, agg.stream_time):
+            agg._drop_expired(ctx if ctx is not None else _context(ts, *raw),  # type: ignore[misc]
+                              start, start + size)
             return
-        old, new, out_ts = self._agg.aggregate_into(key, value, ts, start, fresh)
-        self._buffer_change(key, start, new, out_ts, old, ctx)
-        if self._starts[0] + size <= self._closed_up_to:  # time eviction, then capacity
-            self._emit_closed(self._closed_up_to)
-        if self._count > self._max_count or self._bytes > self._max_bytes:
-            self._check_capacity()
-
-    def _buffer_change(self, key: Any, start: int, new: Any, out_ts: int, old: Any,
-                       ctx: RecordContext) -> None:
+        old, new, out_ts = agg.aggregate_into(key, value, ts, start)
+        engine = self._engine
+        if out_ts > engine.stream_time:
+            engine.stream_time = out_ts
         entries = self._buffer.get(start)
         if entries is None:
             entries = self._buffer[start] = {}
             heapq.heappush(self._starts, start)
         entry = entries.get(key)
+        stored, topic = (ctx, None) if raw is None else raw
+        if self._track_bytes:
+            entries[key] = self._tracked(entry, key, start, new, out_ts, old, stored, topic)
+        elif entry is None:
+            key_bytes = self._node.key_bytes(Windowed(key, self._window(start)))
+            entries[key] = (new, out_ts, old, stored, old, topic, key_bytes)
+        else:
+            entries[key] = (new, out_ts, old, stored, entry[_PRIOR], topic, entry[_KEY_BYTES])
         if entry is None:
             self._count += 1
-        if self._track_bytes:
-            entries[key] = self._tracked(entry, key, start, new, out_ts, old, ctx, None)
-        else:
-            entries[key] = (new, out_ts, old, ctx, old if entry is None else entry[_PRIOR], None)
+        self._after_put(size)
+
+    def _after_put(self, size: int) -> None:
+        """Sample (DEBUG), emit what closed at the suppression's time, check the capacity."""
+        if self._debug:
+            self.metrics.sample()
+        starts = self._starts
+        if starts and is_window_closed(starts[0] + size, self._grace, self._engine.stream_time):
+            self._emit_closed()
+            if self._debug:
+                self.metrics.sample()
+        records_limit, bytes_limit = self._records_limit, self._bytes_limit
+        if (records_limit is not None and self._count > records_limit) or (
+                bytes_limit is not None and self._bytes > bytes_limit):
+            raise BufferFullError(self._node.name, self._count, records_limit,
+                                  self.size_bytes, bytes_limit)
 
     def _window(self, start: int) -> Window:
         window = self._windows_cache.get(start)
@@ -279,28 +278,21 @@ class FusedFinalResults:
 
         ``stored``/``topic``: the context, or a raw record's offset and topic.
         """
-        ser = self._value_bytes
+        node = self._node
         if entry is None:
-            kb = self._key_bytes(_new_tuple(Windowed, (key, self._window(start)))) or b""
-            prior, prior_bytes = old, None if old is None else ser(old)
-            old_bytes, base, previous = prior_bytes, 8 + len(kb), 0
-            if prior_bytes is not None:
-                base += len(prior_bytes)
+            key_bytes = node.key_bytes(Windowed(key, self._window(start)))
+            prior, prior_bytes = old, node.value_bytes(old)
+            old_bytes, previous = prior_bytes, 0
         else:
-            value, _, _, _, prior, _, previous, base, prior_bytes, value_bytes, kb = entry
+            value, prior, key_bytes = entry[_VALUE], entry[_PRIOR], entry[_KEY_BYTES]
+            previous, prior_bytes = entry[_SIZE], entry[_PRIOR_BYTES]
             # the old value is usually the entry's previous value, whose bytes are known
-            old_bytes = value_bytes if old is value else (None if old is None else ser(old))
-        new_bytes = None if new is None else ser(new)
-        context_bytes = None if topic is None else self._topic_sizes.get(topic)
-        if context_bytes is None:
-            context_bytes = self._context_size(stored, topic)
-        size = base + context_bytes
-        if old_bytes is not None and old_bytes != prior_bytes:
-            size += len(old_bytes)
-        if new_bytes is not None:
-            size += len(new_bytes)
+            old_bytes = entry[_VALUE_BYTES] if old is value else node.value_bytes(old)
+        new_bytes = node.value_bytes(new)
+        size = entry_size(key_bytes, prior_bytes, old_bytes, new_bytes,
+                          self._context_size(stored, topic))
         self._bytes += size - previous
-        return (new, out_ts, old, stored, prior, topic, size, base, prior_bytes, new_bytes, kb)
+        return (new, out_ts, old, stored, prior, topic, key_bytes, size, prior_bytes, new_bytes)
 
     def _context_size(self, stored: Any, topic: str | None) -> int:
         """``context_size`` of an entry's context, memoized per topic without headers."""
@@ -308,47 +300,31 @@ class FusedFinalResults:
             if stored[4]:
                 return context_size(stored)
             topic = stored[2]
-        size = self._topic_sizes.get(topic)
+        size = self._topic_sizes.get(topic)  # type: ignore[arg-type]
         if size is None:
-            size = self._topic_sizes[topic] = context_size(_context(0, 0, topic))
+            size = self._topic_sizes[topic] = context_size(  # type: ignore[index]
+                _context(0, 0, topic))  # type: ignore[arg-type]
         return size
 
-    def _check_capacity(self) -> None:
-        """Raise :class:`BufferFullError` if over a limit (strict buffers shut down)."""
-        records_limit = self._records_limit
-        bytes_limit = self._bytes_limit
-        if (records_limit is not None and self._count > records_limit) or (
-                bytes_limit is not None and self._bytes > bytes_limit):
-            raise BufferFullError(self._suppress.name, self._count, records_limit,
-                                  self.size_bytes, bytes_limit)
-
-    def _emit_closed(self, closed_up_to: int) -> None:
-        """Emit every buffered window with ``end <= closed_up_to``, by (end, key bytes).
+    def _emit_closed(self) -> None:
+        """Emit every buffered window that is closed, by (window end, key bytes).
 
         Each entry leaves the buffer only after its record went downstream, so an error
-        there leaves the rest buffered for the next record, as the separate buffer does.
+        there leaves it and the rest buffered, as the separate buffer does.
         """
         starts = self._starts
-        size = self._size
-        forward = self._suppress.forward_change
-        metrics = self._metrics
-        key_bytes = self._key_bytes
-        while starts and starts[0] + size <= closed_up_to:
+        size, grace, engine = self._size, self._grace, self._engine
+        forward = self._node.forward_change
+        metrics = self.metrics
+        while starts and is_window_closed(starts[0] + size, grace, engine.stream_time):
             start = starts[0]
             window = self._window(start)
             entries = self._buffer[start]
-            if self._track_bytes:
-                ordered = sorted(((e[_KEY_BYTES], k, e) for k, e in entries.items()),
-                                 key=_key_bytes_of)
-            else:
-                ordered = sorted(((key_bytes(_new_tuple(Windowed, (k, window))), k, e)
-                                  for k, e in entries.items()), key=_key_bytes_of)
-            for _, key, entry in ordered:
+            for key, entry in sorted(entries.items(), key=_by_key_bytes):
                 new = entry[_VALUE]
                 if new is not None:  # a window that ended deleted has no final result
-                    ctx = _emitted_context(entry)
                     metrics.emit_total += 1
-                    forward(_new_tuple(Windowed, (key, window)), new, entry[_OLD], ctx)
+                    forward(Windowed(key, window), new, entry[_OLD], _emitted_context(entry))
                 del entries[key]
                 self._count -= 1
                 if self._track_bytes:
@@ -356,7 +332,12 @@ class FusedFinalResults:
             heapq.heappop(starts)
             del self._buffer[start]
 
-    # -- the suppression's buffer, for metrics -----------------------------------------------
+    # -- the suppression as observers see it ---------------------------------------------------
+
+    @property
+    def stream_time(self) -> int:
+        """The suppression's stream time (ms)."""
+        return self._engine.stream_time
 
     @property
     def num_records(self) -> int:
@@ -368,14 +349,23 @@ class FusedFinalResults:
         """Kafka's size estimate of the buffer (kept, or computed on demand)."""
         if self._track_bytes:
             return self._bytes
-        ser = self._value_bytes
+        node = self._node
         total = 0
-        for start, entries in self._buffer.items():
-            window = self._window(start)
-            for key, e in entries.items():
-                prior = None if e[_PRIOR] is None else ser(e[_PRIOR])
-                old = None if e[_OLD] is None else ser(e[_OLD])
-                new = None if e[_VALUE] is None else ser(e[_VALUE])
-                kb = self._key_bytes(_new_tuple(Windowed, (key, window))) or b""
-                total += entry_size(kb, prior, old, new, _emitted_context(e))
+        for entries in self._buffer.values():
+            for entry in entries.values():
+                prior, old, new = entry[_PRIOR], entry[_OLD], entry[_VALUE]
+                prior_bytes = node.value_bytes(prior)
+                old_bytes = prior_bytes if old is prior else node.value_bytes(old)
+                total += entry_size(entry[_KEY_BYTES], prior_bytes, old_bytes,
+                                    node.value_bytes(new),
+                                    context_size(_emitted_context(entry)))
         return total
+
+    def buffered(self) -> list[tuple[Any, Any, int]]:
+        """``(key, value, timestamp)`` of every buffered entry, in eviction order."""
+        out = []
+        for start in sorted(self._buffer):
+            window = self._window(start)
+            for key, entry in sorted(self._buffer[start].items(), key=_by_key_bytes):
+                out.append((Windowed(key, window), entry[_VALUE], entry[_TS]))
+        return out

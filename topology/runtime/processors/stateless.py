@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suppress.entry import RecordContext
 
-from ...errors import StoreError
+from ...errors import InvalidTimestampError, StoreError
 from ...record import Record
 from ...serde import Serde
 from ..api import Processor, PunctuationType
-from ..graph import InternalProcessor
+from ..processor import Forward, InternalProcessor
+
+if TYPE_CHECKING:
+    from ..task import Task
 
 __all__ = (
     "FilterProcessor",
@@ -24,7 +27,10 @@ __all__ = (
     "SelectKeyProcessor",
     "SinkProcessor",
     "UserProcessorAdapter",
+    "invalid_timestamp",
 )
+
+LONG_MAX = 2**63 - 1
 
 
 class PassThrough(InternalProcessor):
@@ -119,7 +125,12 @@ class PeekProcessor(InternalProcessor):
 
 
 class SinkProcessor(InternalProcessor):
-    """Writes records to a topic, serialized with the ``Produced`` serdes when given."""
+    """Writes records to a topic, serialized with the ``Produced`` serdes when given.
+
+    A record's timestamp must be a valid Kafka timestamp, an int in ``[0, 2**63 - 1]`` ms:
+    anything else raises :class:`~topology.errors.InvalidTimestampError` naming this node, as
+    Kafka's record collector refuses it.
+    """
 
     def __init__(self, topic: str, key_serde: Serde[Any] | None,
                  value_serde: Serde[Any] | None) -> None:
@@ -127,26 +138,46 @@ class SinkProcessor(InternalProcessor):
         self._key_serde = key_serde
         self._value_serde = value_serde
 
-    def init(self, task: Any) -> None:
-        """Resolve the topic name and bind the task's producer for it.
-
-        Without serdes, the producer itself becomes this sink's ``process``.
-        """
+    def init(self, task: Task) -> None:
+        """Resolve the topic name and bind the task's producer for it."""
         self._produce = task.producer_for(task.resolve_topic(self.topic))
-        if self._key_serde is None and self._value_serde is None:
-            self.process = self._produce  # type: ignore[method-assign]
+
+    def record_entry(self) -> Forward:
+        """Without serdes, a check of the timestamp and the producer; else :meth:`process`."""
+        if self._key_serde is not None or self._value_serde is not None:
+            return self.process
+        produce = self._produce
+        name = self.name
+
+        def write(key: Any, value: Any, ctx: RecordContext) -> None:
+            ts = ctx[0]
+            if type(ts) is not int or not 0 <= ts <= LONG_MAX:
+                raise invalid_timestamp(name, ts)
+            produce(key, value, ctx)
+
+        return write
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        """Serialize (if serdes are set) and hand the record to the task's producer."""
+        """Check the timestamp, serialize, and hand the record to the task's producer."""
+        ts = ctx[0]
+        if type(ts) is not int or not 0 <= ts <= LONG_MAX:
+            raise invalid_timestamp(self.name, ts)
         kb = None if self._key_serde is None else self._key_serde.serialize(key)
         vb = None if self._value_serde is None else self._value_serde.serialize(value)
         self._produce(key, value, ctx, kb, vb)
 
 
+def invalid_timestamp(node: str, timestamp: Any) -> InvalidTimestampError:
+    """The error for a record reaching sink ``node`` with an invalid timestamp."""
+    return InvalidTimestampError(
+        f"sink {node} got a record with timestamp {timestamp!r}: a timestamp must be an int "
+        f"of ms in [0, {LONG_MAX}] (a processor upstream forwarded it)")
+
+
 class _Context:
     """The :class:`~topology.runtime.api.ProcessorContext` given to one user processor."""
 
-    def __init__(self, adapter: UserProcessorAdapter, task: Any) -> None:
+    def __init__(self, adapter: UserProcessorAdapter, task: Task) -> None:
         self._adapter = adapter
         self._task = task
 
@@ -198,8 +229,12 @@ class UserProcessorAdapter(InternalProcessor):
         self.current: RecordContext | None = None
         """Context of the record being processed; ``None`` inside punctuations."""
 
-    def init(self, task: Any) -> None:
-        """Create the user processor and give it its context."""
+    def init(self, task: Task) -> None:
+        """Create the user processor, bind its ``context``, then call its ``init``.
+
+        The context is bound before ``init`` runs, so a processor that overrides ``init``
+        (or ``__init__``) without calling the base class's still has ``self.context``.
+        """
         processor = self._supplier()
         if not isinstance(processor, Processor):
             raise TypeError(
@@ -207,7 +242,9 @@ class UserProcessorAdapter(InternalProcessor):
                 f"{type(processor).__name__}"
             )
         self._processor = processor
-        processor.init(_Context(self, task))
+        context = _Context(self, task)
+        processor.context = context
+        processor.init(context)
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Hand the record to the user processor."""

@@ -1,16 +1,19 @@
-"""Adapter from the topology runtime to :class:`suppress.processor.SuppressProcessor`."""
+"""The suppress node: adapts the runtime to :class:`suppress.processor.SuppressProcessor`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from suppress.buffer import serialized_key
 from suppress.config import Suppressed
 from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 
-from ...record import Change
-from ..graph import InternalProcessor
+from ..processor import Entry, ForwardChange, InternalProcessor
+
+if TYPE_CHECKING:
+    from ..task import Task
 
 __all__ = ("SuppressNodeProcessor",)
 
@@ -18,41 +21,59 @@ __all__ = ("SuppressNodeProcessor",)
 class SuppressNodeProcessor(InternalProcessor):
     """Feeds table changes to the suppression engine and forwards what it emits.
 
+    The engine is this node's change entry: parents hand it updates directly.
+
     :param buffer_time: for final results, the buffer time of a windowed key (the window's
         exclusive end); ``None`` for time limits (the record timestamp is used).
+    :param store_name: the name of the suppression's buffer as a state store (Kafka's
+        ``KTABLE-SUPPRESS-STATE-STORE-<n>`` or ``<name>-store``).
     """
 
     def __init__(self, suppressed: Suppressed, delay_ms: int,
                  key_serializer: Callable[[Any], bytes | None],
                  value_serializer: Callable[[Any], bytes | None],
-                 buffer_time: Callable[[Any], int] | None) -> None:
+                 buffer_time: Callable[[Any], int] | None,
+                 store_name: str | None = None) -> None:
         self.suppressed = suppressed
-        self._delay_ms = delay_ms
+        self.delay_ms = delay_ms
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
         self._buffer_time = buffer_time
+        self.store_name = store_name
 
-    def init(self, task: Any) -> None:
-        """Create the engine, register its metrics, and process changes with it directly."""
+    def init(self, task: Task) -> None:
+        """Create the engine and register it as this node's suppression."""
         self.engine = SuppressProcessor(
-            self.name, self.suppressed, self._delay_ms, self._emit,
+            self.name, self.suppressed, self.delay_ms, self._emit,
             self.key_serializer, self.value_serializer,  # type: ignore[arg-type]
             debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time)
-        task.metrics.suppressors[self.name] = self.engine.metrics
-        task.suppressors[self.name] = self.engine
-        self.process_change = self.engine.process_change  # type: ignore[method-assign]
+        task.register_suppression(self.name, self.engine, self.engine.metrics,
+                                  self.store_name)
 
-    def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
-        """:meth:`process_change` for a ``Change``."""
+    def change_entry(self) -> ForwardChange:
+        """The engine's own ``process_change``."""
+        return self.engine.process_change
+
+    def connect(self, children: Sequence[Entry]) -> None:
+        """Bind the forwards, and let the engine emit straight to the children."""
+        super().connect(children)
+        self.engine.emit = self.forward_change
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """A ``Change`` given as one value: buffer it."""
         self.engine.process_change(key, value[0], value[1], ctx)
 
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
-        """Buffer the change; the engine emits what is due (replaced by the engine's own)."""
+        """Buffer the change; the engine emits what is due."""
         self.engine.process_change(key, new, old, ctx)
 
-    def connected(self) -> None:
-        """Let the engine emit straight to this node's children."""
-        self.engine.emit = self.forward_change
+    def key_bytes(self, key: Any) -> bytes:
+        """``key``'s bytes, as this suppression's buffer orders it (see ``serialized_key``)."""
+        return serialized_key(self.key_serializer, key)
+
+    def value_bytes(self, value: Any) -> bytes | None:
+        """``value``'s bytes for byte accounting (``None`` for ``None``)."""
+        return None if value is None else self.value_serializer(value)
 
     def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         self.forward_change(key, new, old, ctx)

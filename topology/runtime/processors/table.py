@@ -13,8 +13,8 @@ from typing import Any
 from suppress.entry import RecordContext
 
 from ...record import Change
-from ..graph import InternalProcessor
 from ..metrics import DropReason, log
+from ..processor import InternalProcessor
 
 __all__ = (
     "TableFilterProcessor",
