@@ -493,9 +493,16 @@ class Task:
         return self._store_kinds.get(name)
 
     def close(self) -> None:
-        """Close every processor (buffered suppress records are not emitted)."""
+        """Close every processor, then every store (buffered suppress records are not emitted).
+
+        A store read after this raises :class:`~topology.errors.StoreError`, as in Kafka.
+        """
         for proc in self.processors.values():
             proc.close()
+        for store in self.stores.values():
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
 
 
 def _failing_node(exc: BaseException) -> str | None:

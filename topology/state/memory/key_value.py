@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ...errors import StoreError
+
 __all__ = ("InMemoryKeyValueStore",)
 
 
@@ -18,6 +20,10 @@ class InMemoryKeyValueStore:
     Runtime complexity: get/put/delete O(1); the first range query after a write that added or
     removed a key re-sorts the keys, O(n log n).
 
+    The ``*_with_timestamp`` and ``upsert`` methods are the runtime's (processors call them
+    while records flow); the rest is the public key-value API, which raises
+    :class:`~topology.errors.StoreError` once the store is closed.
+
     >>> s = InMemoryKeyValueStore("s", lambda k: k.encode())
     >>> s.put("b", 2); s.put("a", 1)
     >>> list(s.all()), list(s.reverse_range("a", "b"))
@@ -25,6 +31,8 @@ class InMemoryKeyValueStore:
     """
 
     persistent = False
+    is_open = True
+    """False once :meth:`close` ran; every public operation then raises ``StoreError``."""
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None]) -> None:
         self.name = name
@@ -67,17 +75,30 @@ class InMemoryKeyValueStore:
 
     # -- public key-value API ----------------------------------------------------------------
 
+    def close(self) -> None:
+        """Close the store (idempotent): its data is dropped, and operations raise."""
+        self.is_open = False
+        self._data.clear()
+        self._order = None
+
+    def _check_open(self) -> None:
+        if not self.is_open:
+            raise StoreError(f"state store {self.name!r} is closed")
+
     def get(self, key: Any) -> Any:
         """The value of ``key``, or ``None``."""
+        self._check_open()
         item = self._data.get(key)
         return None if item is None else item[0]
 
     def put(self, key: Any, value: Any) -> None:
         """Store ``value`` for ``key`` (timestamp -1); ``None`` deletes."""
+        self._check_open()
         self.put_with_timestamp(key, value, -1)
 
     def put_if_absent(self, key: Any, value: Any) -> Any:
         """Store ``value`` only if ``key`` is absent; return the previous value (or ``None``)."""
+        self._check_open()
         old = self.get(key)
         if old is None:
             self.put(key, value)
@@ -85,6 +106,7 @@ class InMemoryKeyValueStore:
 
     def delete(self, key: Any) -> Any:
         """Remove ``key``; return its old value (or ``None``)."""
+        self._check_open()
         item = self._data.pop(key, None)
         if item is None:
             return None
@@ -98,6 +120,7 @@ class InMemoryKeyValueStore:
         return self._order
 
     def _select(self, from_key: Any, to_key: Any) -> list[tuple[Any, Any]]:
+        self._check_open()
         lo = None if from_key is None else self._key_bytes(from_key)
         hi = None if to_key is None else self._key_bytes(to_key)
         data = self._data
@@ -107,7 +130,10 @@ class InMemoryKeyValueStore:
         ]
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
-        """``(key, value)`` pairs with ``from_key <= key <= to_key`` in key-bytes order."""
+        """``(key, value)`` pairs with ``from_key <= key <= to_key`` in key-bytes order.
+
+        Bounds compare serialized keys; ``None`` is open; ``from_key > to_key`` gives nothing.
+        """
         return iter(self._select(from_key, to_key))
 
     def reverse_range(self, from_key: Any = None, to_key: Any = None
@@ -125,7 +151,9 @@ class InMemoryKeyValueStore:
 
     def approximate_num_entries(self) -> int:
         """Number of keys."""
+        self._check_open()
         return len(self._data)
 
     def __len__(self) -> int:
         return len(self._data)
+

@@ -7,6 +7,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from ...errors import StoreError
 from ...windows import Window, Windowed
 
 __all__ = ("InMemoryWindowStore",)
@@ -23,6 +24,8 @@ class InMemoryWindowStore:
     """
 
     persistent = False
+    is_open = True
+    """False once :meth:`close` ran; every public operation then raises ``StoreError``."""
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
                  window_size_ms: int, retention_ms: int) -> None:
@@ -94,8 +97,19 @@ class InMemoryWindowStore:
 
     # -- public window-store API ---------------------------------------------------------------
 
+    def close(self) -> None:
+        """Close the store (idempotent): its data is dropped, and operations raise."""
+        self.is_open = False
+        self._by_start.clear()
+        self._starts.clear()
+
+    def _check_open(self) -> None:
+        if not self.is_open:
+            raise StoreError(f"state store {self.name!r} is closed")
+
     def put(self, key: Any, value: Any, window_start: int) -> None:
         """Store ``value`` for ``key`` in the window starting at ``window_start`` (ms)."""
+        self._check_open()
         self.put_with_timestamp(key, value, window_start, window_start)
 
     def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
@@ -104,6 +118,7 @@ class InMemoryWindowStore:
         With two: an iterator of ``(window start, value)`` for starts in
         ``[time_from, time_to]``, ascending.
         """
+        self._check_open()
         if time_to is None:
             item = self.get_with_timestamp(key, time_from)
             return None if item is None else item[0]
@@ -115,6 +130,7 @@ class InMemoryWindowStore:
 
     def _fetch_key(self, key: Any, time_from: int | None, time_to: int | None
                    ) -> list[tuple[int, Any]]:
+        self._check_open()
         out = []
         for start in self._starts.irange(time_from, time_to):
             item = self._by_start[start].get(key)
@@ -123,6 +139,7 @@ class InMemoryWindowStore:
         return out
 
     def _select(self, time_from: int | None, time_to: int | None) -> list[tuple[Windowed, Any]]:
+        self._check_open()
         ser = self._key_bytes
         size = self.window_size_ms
         out = []

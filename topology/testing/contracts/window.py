@@ -1,0 +1,90 @@
+"""The window store contract: what every window store backend must do.
+
+:func:`check_window_store` runs the checks against stores made by a factory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...windows import Window, Windowed
+from ._util import closed_store_refuses, expect, ordered_keys
+
+__all__ = ("check_window_store",)
+
+WindowStoreFactory = Callable[[int, int], Any]
+"""``factory(window_size_ms, retention_ms)``: a fresh, open, empty window store whose keys
+are ``str`` ordered by their UTF-8 bytes."""
+
+
+def check_window_store(factory: WindowStoreFactory) -> None:
+    """Run every window-store contract check on fresh stores from ``factory``.
+
+    Checks: put/fetch by window start and ``None`` values as deletes; ``fetch(key, from,
+    to)`` over window starts in ``[from, to]`` ascending and ``backward_fetch`` exactly its
+    reverse; ``fetch_all``/``all`` by window start then key bytes and their backward forms
+    exactly reversed; retention (windows that start at or before ``observed - retention``
+    are dropped, writes to them ignored); a closed store refusing every operation.
+
+    :raises AssertionError: naming the first check that failed.
+    """
+    _basic(factory(10, 1_000))
+    _iteration(factory(10, 1_000))
+    _retention(factory(10, 30))
+    closed_store_refuses(factory(10, 1_000), [
+        ("put", ("a", 1, 0)), ("fetch", ("a", 0)), ("fetch", ("a", 0, 10)),
+        ("backward_fetch", ("a", 0, 10)), ("fetch_all", (0, 10)),
+        ("backward_fetch_all", (0, 10)), ("all", ()), ("backward_all", ()),
+    ])
+
+
+def _basic(store: Any) -> None:
+    expect(store.fetch("a", 0) is None, "fetch of an absent window returns None")
+    store.put("a", 1, 0)
+    store.put("a", 2, 10)
+    expect(store.fetch("a", 0) == 1 and store.fetch("a", 10) == 2, "fetch by window start")
+    store.put("a", 3, 0)
+    expect(store.fetch("a", 0) == 3, "put replaces a window's value")
+    store.put("a", None, 0)
+    expect(store.fetch("a", 0) is None, "putting None deletes the window")
+    expect(list(store.fetch("a", 0, 100)) == [(10, 2)], "fetch over starts in [from, to]")
+
+
+def _iteration(store: Any) -> None:
+    keys = ["b", "a", "aa", "B"]
+    for start in (0, 10, 20, 30):
+        for i, key in enumerate(keys):
+            if (start // 10 + i) % 3:  # not every key in every window
+                store.put(key, start + i, start)
+    rows = []
+    for start in (0, 10, 20, 30):
+        for key in ordered_keys(keys):
+            value = store.fetch(key, start)
+            if value is not None:
+                rows.append((Windowed(key, Window(start, start + 10)), value))
+    expect(list(store.all()) == rows, "all() is by window start, then key bytes")
+    expect(list(store.backward_all()) == rows[::-1], "backward_all() is all() reversed")
+    for lo, hi in [(0, 30), (10, 20), (5, 25), (20, 10), (40, 50)]:
+        want = [r for r in rows if lo <= r[0].window.start <= hi]
+        got = list(store.fetch_all(lo, hi))
+        expect(got == want, f"fetch_all({lo}, {hi}) gives {want}, not {got}")
+        back = list(store.backward_fetch_all(lo, hi))
+        expect(back == want[::-1], f"backward_fetch_all({lo}, {hi}) is fetch_all reversed")
+        for key in keys:
+            want_key = [(r[0].window.start, r[1]) for r in want if r[0].key == key]
+            expect(list(store.fetch(key, lo, hi)) == want_key,
+                   f"fetch({key!r}, {lo}, {hi}) gives {want_key}")
+            expect(list(store.backward_fetch(key, lo, hi)) == want_key[::-1],
+                   f"backward_fetch({key!r}, {lo}, {hi}) is fetch reversed")
+
+
+def _retention(store: Any) -> None:
+    store.put("a", 1, 0)
+    store.put("a", 2, 20)
+    expect(store.fetch("a", 0) == 1, "a window within retention is kept")
+    store.put("a", 3, 30)  # observed 30: windows starting at or before 0 are expired
+    expect(store.fetch("a", 0) is None, "a window past retention is dropped")
+    store.put("b", 4, 0)
+    expect(store.fetch("b", 0) is None, "a write to an expired window is ignored")
+    expect([w.window.start for w, _ in store.all()] == [20, 30], "only live windows remain")
