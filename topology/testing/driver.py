@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import Any
 
 from suppress.entry import Headers
-from suppress.time import to_millis
+from suppress.time import NO_TIMESTAMP, to_millis
 
 from ..runtime.clock import MockClock, SystemClock
 from ..runtime.graph import Topology
@@ -17,9 +17,17 @@ from ..runtime.task import Task
 from ..serde import Serde
 from .topics import TestInputTopic, TestOutputTopic, holder
 
-__all__ = ("TopologyTestDriver",)
+__all__ = ("SuppressionBuffer", "TopologyTestDriver")
 
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
+
+_GETTERS = {
+    "versioned": ("versioned key-value", "get_versioned_key_value_store"),
+    "key-value": ("key-value", "get_key_value_store"),
+    "window": ("window", "get_window_store"),
+    "session": ("session", "get_session_store"),
+}
+"""Built-in store kinds: the name Kafka's message gives them, and their typed getter."""
 
 
 class TopologyTestDriver:
@@ -74,11 +82,15 @@ class TopologyTestDriver:
         With serdes, keys and values are serialized here and deserialized by the source's
         ``Consumed`` serdes (as Kafka); without, the objects reach the topology unchanged.
 
+        Records piped without a timestamp get the topic's time: ``start_timestamp_ms``, by
+        default the current system time (as Kafka's ``Instant.now()``; not the driver's mock
+        wall clock), moved forward by ``auto_advance_ms`` after each of them.
+
         :raises ValueError: for a negative ``auto_advance_ms``.
         """
         if auto_advance_ms < 0:
             raise ValueError("autoAdvance must be positive")
-        start = self._clock.now_ms() if start_timestamp_ms is None else start_timestamp_ms
+        start = SystemClock().now_ms() if start_timestamp_ms is None else start_timestamp_ms
         return TestInputTopic(self, name, key_serde, value_serde, start, auto_advance_ms)
 
     def create_output_topic(self, name: str, key_serde: Serde[Any] | None = None,
@@ -87,8 +99,37 @@ class TopologyTestDriver:
         return TestOutputTopic(self, name, key_serde, value_serde)
 
     def produced_topic_names(self) -> set[str]:
-        """Every topic written so far (sinks and internal repartition topics)."""
-        return set(self._outputs)
+        """Every topic written so far: sinks, repartition topics and changelogs.
+
+        Kafka logs every store of a topology (suppression buffers included) to the changelog
+        topic ``<application_id>-<store>-changelog``, which exists once the store was first
+        written. The stores are asked here, so recording costs nothing per record.
+        """
+        names = set(self._outputs)
+        for store in self._written_stores():
+            names.add(f"{self.application_id}-{store}-changelog")
+        return names
+
+    def _written_stores(self) -> list[str]:
+        """Names of the stores (suppression buffers included) that were ever written."""
+        task = self._task
+        written = [name for name, store in task.stores.items() if store.written]
+        for node, engine in self._suppressions().values():
+            reached = engine.stream_time != NO_TIMESTAMP
+            parent = node.parents[0]
+            if not reached and parent.name in task.fused:
+                # fused with its windowed aggregation: every record that got a window
+                # written reached the buffer
+                reached = any(task.stores[s].written for s in parent.stores)
+            if reached:
+                written.append(node.stores[0])
+        return written
+
+    def _suppressions(self) -> dict[str, tuple[Any, Any]]:
+        """Suppression buffer store name -> (its graph node, its suppression engine)."""
+        task = self._task
+        return {node.stores[0]: (node, task.suppressors[node.name])
+                for node in task.topology.nodes if node.name in task.suppressors}
 
     def _pipe(self, topic: str, key: Any, value: Any, timestamp: int, headers: Headers,
               key_serialized: bool, value_serialized: bool) -> None:
@@ -132,8 +173,24 @@ class TopologyTestDriver:
     # -- stores and metrics --------------------------------------------------------------------
 
     def get_state_store(self, name: str) -> Any:
-        """Any store by name, or ``None`` if there is none."""
-        return self._task.stores.get(name)
+        """A store that has no typed getter, by name; ``None`` if there is none.
+
+        As Kafka's ``getStateStore``: a suppression buffer is returned (as a
+        :class:`SuppressionBuffer`), while a built-in key-value, window, session or versioned
+        store must be read with its typed getter.
+
+        :raises ValueError: for a built-in store, naming its getter (Kafka's
+            ``IllegalArgumentException`` message).
+        """
+        kind = self._task.store_kind(name)
+        if kind in _GETTERS:
+            label, getter = _GETTERS[kind]
+            raise ValueError(f"Store {name} is a {label} store and should be accessed via "
+                             f"`{getter}()`")
+        if kind is not None:
+            return self._task.stores[name]
+        found = self._suppressions().get(name)
+        return None if found is None else SuppressionBuffer(name, found[1])
 
     def _store_of_kind(self, name: str, kind: str) -> Any:
         if self._task.store_kind(name) != kind:
@@ -180,3 +237,30 @@ class TopologyTestDriver:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class SuppressionBuffer:
+    """A read-only view of a suppression's buffer store (from ``driver.get_state_store``).
+
+    Kafka's counterpart is the ``InMemoryTimeOrderedKeyValueChangeBuffer`` store; this view
+    offers its name and size figures, read from the suppression's metrics.
+    """
+
+    persistent = False
+
+    def __init__(self, name: str, engine: Any) -> None:
+        self.name = name
+        self._metrics = engine.metrics
+
+    @property
+    def num_records(self) -> int:
+        """Entries buffered now."""
+        return int(self._metrics.as_dict()["suppression-buffer-count"])
+
+    @property
+    def size_bytes(self) -> int:
+        """Kafka's size estimate of the buffered entries, in bytes."""
+        return int(self._metrics.as_dict()["suppression-buffer-size"])
+
+    def __repr__(self) -> str:
+        return f"SuppressionBuffer({self.name!r}, num_records={self.num_records})"
