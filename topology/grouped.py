@@ -242,8 +242,8 @@ class KGroupedStream(_Grouping, _StreamAggregations):
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
         """Aggregate per key and time window.
 
-        :raises TopologyError: for sliding or session windows (they arrive with the windows
-            issue) or anything that is not a window definition.
+        :raises TopologyError: for sliding or session windows (not available in this
+            version) or anything that is not a window definition.
         """
         if isinstance(windows, SlidingWindows | SessionWindows):
             raise TopologyError(
