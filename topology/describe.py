@@ -16,6 +16,11 @@ and predecessors (``<--``). Several orders in that text are not definition order
 
 This module reproduces those three Java collections (String hash codes, hash-table buckets,
 red-black tree insertion), so that the text equals what Kafka 3.9 prints for the same graph.
+
+Every node kind this DSL makes has a Kafka counterpart and is printed as Kafka prints it: a
+``KTABLE-SOURCE`` without a store is Kafka's unmaterialized table source, and a
+suppression lists its buffer store. Fusing a windowed aggregation with its suppression is a
+runtime matter and does not change the description.
 """
 
 from __future__ import annotations
