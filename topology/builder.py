@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -9,7 +10,7 @@ from .errors import TopologyError
 from .options import Consumed, Materialized
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
-from .runtime.processors.stateless import PassThrough
+from .runtime.processors.stateless import PassThrough, SinkProcessor
 from .serde import serializer_of
 from .state.memory import InMemoryKeyValueStore
 from .topology import Topology
@@ -20,18 +21,24 @@ if TYPE_CHECKING:
 
 __all__ = ("StreamsBuilder",)
 
+_GENERATED = re.compile(r"KSTREAM.*-[0-9]{10}")
+"""A repartition prefix that names its nodes by number (Kafka's ``createRepartitionedSource``)."""
+
 
 class StreamsBuilder:
     """Defines a topology: start with :meth:`stream` or :meth:`table`, finish with :meth:`build`.
 
-    Node and store names follow Kafka's scheme (``KSTREAM-SOURCE-0000000000``...), numbered in
-    definition order, unless a name is given.
+    Node and store names follow Kafka 3.9's scheme (``KSTREAM-SOURCE-0000000000``...): one
+    counter for nodes and stores, advanced in the order Kafka's DSL advances it, including the
+    numbers Kafka spends on names it then replaces by given ones.
     """
 
     def __init__(self) -> None:
         self._nodes: list[GraphNode] = []
         self._names: set[str] = set()
         self._stores: dict[str, StoreSpec] = {}
+        self._store_names: set[str] = set()
+        self._table_sources: list[tuple[GraphNode, str, Callable[[], bool]]] = []
         self._source_topics: set[str] = set()
         self._internal_topics: set[str] = set()
         self._index = 0
@@ -54,11 +61,16 @@ class StreamsBuilder:
               materialized: Materialized | None = None) -> KTable:
         """A table of the latest value per key of ``topic``; ``None`` values delete.
 
-        The table is materialized in a key-value store (named by ``materialized`` or
-        ``<topic>-STATE-STORE-<n>``), read with ``driver.get_key_value_store(name)``.
+        As in Kafka, the table is kept in a key-value store only when it is materialized: when
+        ``materialized`` names the store (read it with ``driver.get_key_value_store(name)``),
+        or when a later operation needs the table's old values (``suppress``, ``group_by``),
+        which materializes it as ``<topic>-STATE-STORE-<n>``. That is decided by
+        :meth:`build`; a table without a store forwards each record as an update without an
+        old value.
 
         :raises TopologyError: if the topic already has a source in this builder.
         """
+        from .runtime.processors.stateless import TableSourceWithoutStore
         from .runtime.processors.table import TableSourceProcessor
         from .table import KTable, OldValues
 
@@ -70,9 +82,20 @@ class StreamsBuilder:
         value_serde = materialized.value_serde or consumed.value_serde
         self.add_kv_store(store, key_serde)
         old = OldValues(None)
-        node = self.add_node("KTABLE-SOURCE", lambda: TableSourceProcessor(store, old),
-                             [source], stores=[store])
-        return KTable(self, node, key_serde, value_serde, old, store_name=store)
+        named = materialized.name is not None
+
+        def materialize() -> bool:
+            return named or old.enabled
+
+        def factory() -> Any:
+            if materialize():
+                return TableSourceProcessor(store, old)
+            return TableSourceWithoutStore()
+
+        node = self.add_node("KTABLE-SOURCE", factory, [source], stores=[store])
+        self._table_sources.append((node, store, materialize))
+        return KTable(self, node, key_serde, value_serde, old,
+                      store_name=store if named else None)
 
     def add_state_store(self, materialized: Materialized) -> str:
         """Add an in-memory key-value store for ``KStream.process`` processors; return its name.
@@ -89,12 +112,21 @@ class StreamsBuilder:
     def build(self) -> Topology:
         """Freeze the definitions into an immutable :class:`Topology`.
 
+        Table sources that nothing materialized lose their store here (see :meth:`table`).
+
         :raises TopologyError: for a topology without any source.
         """
         if not self._source_topics:
             raise TopologyError("a topology needs at least one source (stream() or table())")
-        return Topology(list(self._nodes), list(self._stores.values()),
-                        set(self._internal_topics))
+        unused = set()
+        for node, store, materialize in self._table_sources:
+            if materialize():
+                node.stores = [store]
+            else:
+                node.stores = []
+                unused.add(store)
+        stores = [spec for spec in self._stores.values() if spec.name not in unused]
+        return Topology(list(self._nodes), stores, set(self._internal_topics))
 
     # -- internal: used by the DSL handles -----------------------------------------------------
 
@@ -103,6 +135,14 @@ class StreamsBuilder:
         name = f"{prefix}-{self._index:010d}"
         self._index += 1
         return name
+
+    def given_or_next(self, prefix: str, name: str | None) -> str:
+        """``name`` if given, else the next generated name; a number is spent either way.
+
+        Kafka's ``NamedInternal.orElseGenerateWithPrefix``.
+        """
+        generated = self.next_name(prefix)
+        return generated if name is None else name
 
     def add_node(self, prefix: str, factory: Callable[[], InternalProcessor],
                  parents: list[GraphNode], *, name: str | None = None, kind: str = "processor",
@@ -122,7 +162,7 @@ class StreamsBuilder:
         return node
 
     def _add_source(self, topics: tuple[str, ...], consumed: Consumed,
-                    internal: bool = False) -> GraphNode:
+                    internal: bool = False, name: str | None = None) -> GraphNode:
         if not topics:
             raise TopologyError("a source needs at least one topic")
         if len(set(topics)) != len(topics):
@@ -136,24 +176,41 @@ class StreamsBuilder:
         self._source_topics.update(topics)
         if internal:
             self._internal_topics.update(topics)
-        node = self.add_node("KSTREAM-SOURCE", PassThrough, [], kind="source", topics=topics)
+        node = self.add_node("KSTREAM-SOURCE", PassThrough, [], name=name, kind="source",
+                             topics=topics)
         node.consumed = consumed  # type: ignore[attr-defined]
         return node
 
-    def add_repartition(self, parent: GraphNode, base_name: str) -> GraphNode:
-        """Route records from ``parent`` through the internal topic ``<base_name>-repartition``.
+    def add_stream_repartition(self, parent: GraphNode, prefix: str) -> GraphNode:
+        """Repartition a stream through ``<prefix>-repartition``; return the source reading it.
 
-        Returns the source node that reads it back. The driver prefixes the topic with the
-        application id, as Kafka does.
+        As Kafka's ``createRepartitionedSource``: three numbers are spent (sink, filter,
+        source); the nodes keep them when ``prefix`` is itself a generated ``KSTREAM...``
+        name, and are otherwise called ``<topic>-filter``, ``<topic>-sink`` and
+        ``<topic>-source``. The filter passes every record on: since Kafka 3.7 it no longer
+        drops ``None`` keys (the aggregation behind the topic drops and counts them). The
+        driver prefixes the topic with the application id, as Kafka does.
         """
-        from .runtime.processors.stateless import SinkProcessor
-
-        topic = f"{base_name}-repartition"
+        topic = prefix if prefix.endswith("-repartition") else f"{prefix}-repartition"
         sink = self.next_name("KSTREAM-SINK")
-        self.next_name("KSTREAM-FILTER")  # numbered as Kafka; the aggregation counts null keys
+        filter_name = self.next_name("KSTREAM-FILTER")
+        source = self.next_name("KSTREAM-SOURCE")
+        if not _GENERATED.fullmatch(prefix):
+            sink, filter_name, source = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
+        node = self.add_node("KSTREAM-FILTER", PassThrough, [parent], name=filter_name)
+        self.add_node("KSTREAM-SINK", lambda: SinkProcessor(topic, None, None), [node],
+                      name=sink, kind="sink", topics=(topic,))
+        return self._add_source((topic,), Consumed(), internal=True, name=source)
+
+    def add_table_repartition(self, parent: GraphNode, topic: str, sink: str,
+                              source: str) -> GraphNode:
+        """Repartition table updates through ``topic`` (a sink and a source, no filter).
+
+        Kafka's ``GroupedTableOperationRepartitionNode``; the caller names the nodes.
+        """
         self.add_node("KSTREAM-SINK", lambda: SinkProcessor(topic, None, None), [parent],
                       name=sink, kind="sink", topics=(topic,))
-        return self._add_source((topic,), Consumed(), internal=True)
+        return self._add_source((topic,), Consumed(), internal=True, name=source)
 
     def add_kv_store(self, name: str, key_serde: Any) -> None:
         """Register an in-memory key-value store ``name``.
@@ -168,9 +225,17 @@ class StreamsBuilder:
 
         :raises TopologyError: for a name already used.
         """
-        if spec.name in self._stores:
-            raise TopologyError(f"a state store named {spec.name!r} already exists")
+        self.reserve_store_name(spec.name)
         self._stores[spec.name] = spec
+
+    def reserve_store_name(self, name: str) -> None:
+        """Claim a store name for a store the runtime creates itself (a suppression buffer).
+
+        :raises TopologyError: for a name already used.
+        """
+        if name in self._store_names:
+            raise TopologyError(f"a state store named {name!r} already exists")
+        self._store_names.add(name)
 
     def has_store(self, name: str) -> bool:
         """Whether a store ``name`` is registered."""

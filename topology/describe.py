@@ -1,53 +1,295 @@
-"""Text description of a topology, in the shape of Kafka's ``TopologyDescription``."""
+"""Text description of a topology, character for character as Kafka's ``TopologyDescription``.
+
+Kafka prints a topology as sub-topologies of nodes, each node with its successors (``-->``)
+and predecessors (``<--``). Several orders in that text are not definition order:
+
+* a sub-topology is a connected group of nodes, where nodes that share a store count as
+  connected; groups are numbered by their first node in definition order;
+* a sub-topology's nodes are sorted by the size of the sub-graph below them (largest first,
+  a node reached twice counted twice), then by name;
+* the topics of a source and the stores of a processor come out in the iteration order of a
+  ``java.util.HashSet`` of the names;
+* the successors and predecessors of a node are ``java.util.TreeSet`` s filled while the
+  sizes are still being computed, in the iteration order of a ``java.util.HashMap`` of the
+  node names: each insertion compares with the sizes of that moment, so two nodes of equal
+  final size need not come out by name.
+
+This module reproduces those three Java collections (String hash codes, hash-table buckets,
+red-black tree insertion), so that the text equals what Kafka 3.9 prints for the same graph.
+
+Every node kind this DSL makes has a Kafka counterpart and is printed as Kafka prints it: a
+``KTABLE-SOURCE`` without a store is Kafka's unmaterialized table source, and a
+suppression lists its buffer store. Fusing a windowed aggregation with its suppression is a
+runtime matter and does not change the description.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .runtime.graph import GraphNode
     from .topology import Topology
 
-__all__ = ("describe_topology",)
+__all__ = ("describe_topology", "java_hash_order")
 
 
-def _subtopologies(topology: Topology) -> list[list[GraphNode]]:
-    """Connected groups of nodes (repartition topics split them), in definition order."""
-    group_of: dict[int, int] = {}
-    groups: list[list[GraphNode]] = []
-    for node in topology.nodes:
-        parents = [group_of[id(p)] for p in node.parents]
-        if parents:
-            gid = min(parents)
-            for other in set(parents) - {gid}:
-                for moved in groups[other]:
-                    group_of[id(moved)] = gid
-                groups[gid].extend(groups[other])
-                groups[other] = []
+def _java_string_hash(text: str) -> int:
+    """``String.hashCode()``: over UTF-16 code units, as an unsigned 32-bit value."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _java_order_key(text: str) -> bytes:
+    """A key that sorts as ``String.compareTo`` (UTF-16 code units)."""
+    return text.encode("utf-16-be")
+
+
+def java_hash_order(names: Iterable[str]) -> list[str]:
+    """``names`` in the iteration order of a ``java.util.HashSet`` they were added to.
+
+    The table has the smallest power-of-two capacity (at least 16) that holds the names under
+    the load factor 0.75; iteration goes bucket by bucket (``h ^ (h >>> 16)`` masked by the
+    capacity), and in insertion order within a bucket. Duplicates keep their first place.
+    """
+    unique = list(dict.fromkeys(names))
+    capacity = 16
+    while len(unique) * 4 > capacity * 3:
+        capacity *= 2
+    mask = capacity - 1
+
+    def bucket(name: str) -> int:
+        h = _java_string_hash(name)
+        return (h ^ (h >> 16)) & mask
+
+    return sorted(unique, key=bucket)  # a stable sort keeps insertion order within a bucket
+
+
+class _Entry:
+    __slots__ = ("item", "left", "right", "parent", "red")
+
+    def __init__(self, item: Any, parent: _Entry | None) -> None:
+        self.item = item
+        self.left: _Entry | None = None
+        self.right: _Entry | None = None
+        self.parent = parent
+        self.red = True
+
+
+class _JavaTreeSet:
+    """Insertion into a ``java.util.TreeSet``: a red-black tree ordered by ``compare``.
+
+    The comparator is called at insertion time only, so an order that changes afterwards
+    (node sizes still growing) leaves the elements where they were put. Rebalancing follows
+    the classic red-black insertion fix-up, which decides which elements later insertions are
+    compared with.
+    """
+
+    def __init__(self, compare: Callable[[Any, Any], int]) -> None:
+        self._compare = compare
+        self._root: _Entry | None = None
+        self._items: list[Any] = []
+
+    def add(self, item: Any) -> None:
+        """Insert ``item`` unless an element compares equal to it."""
+        node = self._root
+        if node is None:
+            self._root = _Entry(item, None)
+            self._root.red = False
+            self._items.append(item)
+            return
+        while True:
+            c = self._compare(item, node.item)
+            if c == 0:
+                return
+            child = node.left if c < 0 else node.right
+            if child is None:
+                entry = _Entry(item, node)
+                if c < 0:
+                    node.left = entry
+                else:
+                    node.right = entry
+                break
+            node = child
+        self._items.append(item)
+        self._fix_after_insertion(entry)
+
+    def __iter__(self) -> Iterator[Any]:
+        stack: list[_Entry] = []
+        node = self._root
+        while stack or node is not None:
+            while node is not None:
+                stack.append(node)
+                node = node.left
+            node = stack.pop()
+            yield node.item
+            node = node.right
+
+    def items(self) -> list[Any]:
+        """The elements in insertion order (for sums, where order does not matter)."""
+        return self._items
+
+    def _rotate_left(self, p: _Entry) -> None:
+        r = p.right
+        assert r is not None
+        p.right = r.left
+        if r.left is not None:
+            r.left.parent = p
+        r.parent = p.parent
+        if p.parent is None:
+            self._root = r
+        elif p.parent.left is p:
+            p.parent.left = r
         else:
-            gid = len(groups)
-            groups.append([])
-        group_of[id(node)] = gid
-        groups[gid].append(node)
-    order = {id(n): i for i, n in enumerate(topology.nodes)}
-    return [sorted(g, key=lambda n: order[id(n)]) for g in groups if g]
+            p.parent.right = r
+        r.left = p
+        p.parent = r
+
+    def _rotate_right(self, p: _Entry) -> None:
+        left = p.left
+        assert left is not None
+        p.left = left.right
+        if left.right is not None:
+            left.right.parent = p
+        left.parent = p.parent
+        if p.parent is None:
+            self._root = left
+        elif p.parent.right is p:
+            p.parent.right = left
+        else:
+            p.parent.left = left
+        left.right = p
+        p.parent = left
+
+    def _fix_after_insertion(self, x: _Entry) -> None:
+        while x is not self._root and x.parent is not None and x.parent.red:
+            parent = x.parent
+            grand = parent.parent
+            assert grand is not None  # a red node is never the root
+            if parent is grand.left:
+                uncle = grand.right
+                if uncle is not None and uncle.red:
+                    parent.red = uncle.red = False
+                    grand.red = True
+                    x = grand
+                    continue
+                if x is parent.right:
+                    x = parent
+                    self._rotate_left(x)
+                    parent = x.parent
+                    assert parent is not None
+                parent.red = False
+                grand.red = True
+                self._rotate_right(grand)
+            else:
+                uncle = grand.left
+                if uncle is not None and uncle.red:
+                    parent.red = uncle.red = False
+                    grand.red = True
+                    x = grand
+                    continue
+                if x is parent.left:
+                    x = parent
+                    self._rotate_right(x)
+                    parent = x.parent
+                    assert parent is not None
+                parent.red = False
+                grand.red = True
+                self._rotate_left(grand)
+        assert self._root is not None
+        self._root.red = False
+
+
+def _node_groups(topology: Topology) -> list[list[GraphNode]]:
+    """Sub-topologies: nodes joined by edges or by a shared store, in definition order."""
+    nodes = topology.nodes
+    parent_of = list(range(len(nodes)))
+    index = {id(n): i for i, n in enumerate(nodes)}
+
+    def root(i: int) -> int:
+        while parent_of[i] != i:
+            parent_of[i] = parent_of[parent_of[i]]
+            i = parent_of[i]
+        return i
+
+    def unite(a: int, b: int) -> None:
+        parent_of[root(a)] = root(b)
+
+    store_user: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for parent in node.parents:
+            unite(i, index[id(parent)])
+        for store in node.stores:
+            if store in store_user:
+                unite(i, store_user[store])
+            else:
+                store_user[store] = i
+    groups: dict[int, list[GraphNode]] = {}
+    for i, node in enumerate(nodes):
+        groups.setdefault(root(i), []).append(node)
+    return list(groups.values())
+
+
+def _describe_group(nodes: list[GraphNode]) -> list[str]:
+    """The lines of one sub-topology's nodes, as Kafka connects, sizes and sorts them."""
+    size = {n.name: 1 for n in nodes}
+    by_name = {n.name: n for n in nodes}
+
+    def compare(a: str, b: str) -> int:
+        if a == b:
+            return 0
+        if size[a] != size[b]:
+            return size[b] - size[a]
+        ka, kb = _java_order_key(a), _java_order_key(b)
+        return -1 if ka < kb else 1
+
+    successors = {n.name: _JavaTreeSet(compare) for n in nodes}
+    predecessors = {n.name: _JavaTreeSet(compare) for n in nodes}
+
+    def grow(name: str, delta: int) -> None:
+        size[name] += delta
+        for p in predecessors[name].items():
+            grow(p, delta)
+
+    # Kafka connects nodes in the iteration order of a HashMap keyed by name, filled in
+    # the order of a HashSet that got the nodes in definition order.
+    for name in java_hash_order(by_name):
+        for parent in by_name[name].parents:
+            predecessors[name].add(parent.name)
+            successors[parent.name].add(name)
+            grow(parent.name, size[name])
+    ranked = sorted(by_name, key=lambda n: (-size[n], _java_order_key(n)))
+    lines = []
+    for name in ranked:
+        node = by_name[name]
+        after = ", ".join(successors[name]) or "none"
+        before = ", ".join(predecessors[name]) or "none"
+        if node.kind == "source":
+            topics = ", ".join(java_hash_order(node.topics))
+            lines.append(f"    Source: {name} (topics: [{topics}])\n      --> {after}")
+        elif node.kind == "sink":
+            lines.append(f"    Sink: {name} (topic: {node.topics[0]})\n      <-- {before}")
+        else:
+            stores = ", ".join(java_hash_order(node.stores))
+            lines.append(f"    Processor: {name} (stores: [{stores}])\n      --> {after}\n"
+                         f"      <-- {before}")
+    return lines
 
 
 def describe_topology(topology: Topology) -> str:
-    """Render sub-topologies with sources, processors (and their stores) and sinks."""
-    lines = ["Topologies:"]
-    for i, group in enumerate(_subtopologies(topology)):
-        lines.append(f"   Sub-topology: {i}")
-        for node in group:
-            if node.kind == "source":
-                lines.append(f"    Source: {node.name} (topics: [{', '.join(node.topics)}])")
-            elif node.kind == "sink":
-                lines.append(f"    Sink: {node.name} (topic: {node.topics[0]})")
-            else:
-                lines.append(f"    Processor: {node.name} (stores: [{', '.join(node.stores)}])")
-            if node.children:
-                lines.append(f"      --> {', '.join(c.name for c in node.children)}")
-            if node.parents:
-                lines.append(f"      <-- {', '.join(p.name for p in node.parents)}")
-    lines.append("")
-    return "\n".join(lines)
+    """Kafka's ``TopologyDescription.toString()`` of ``topology``.
+
+    ``Topologies:``, then per sub-topology a ``Sub-topology: N`` line (the first indented
+    by three spaces, the others by two, as Kafka prints them), its nodes and a blank line.
+    """
+    out = ["Topologies:\n "]
+    for i, group in enumerate(_node_groups(topology)):
+        out.append(f"  Sub-topology: {i}\n")
+        for line in _describe_group(group):
+            out.append(line + "\n")
+        out.append("\n")
+    return "".join(out)

@@ -1,14 +1,32 @@
-"""Grouped streams and tables, and their (windowed) aggregations."""
+"""Grouped streams and tables, and their (windowed) aggregations.
+
+Every aggregation goes through one path, :meth:`_Grouping._aggregate`, which names things in
+Kafka 3.9's order (its ``GroupedStreamAggregateBuilder`` and ``KGroupedTableImpl``):
+
+* streams (grouped or windowed): the store (``<P>-STATE-STORE-<n>`` unless named), the
+  processor (``<P>-<n+1>``), then, when the key changed upstream, the repartition topic's
+  sink, filter and source (three numbers); ``count`` with a ``Materialized`` that names no
+  store spends one number first, as Kafka still does;
+* tables: the store (``KTABLE-AGGREGATE-STATE-STORE-<n>``, for ``reduce`` too), the
+  repartition sink and source, then the processor.
+
+The repartition topic is ``<Grouped name>-repartition``, else ``<store>-repartition``. With a
+``Grouped`` name, later aggregations of the same grouping read the same topic (Kafka reuses
+its repartition node, still spending the numbers of the names it would have made).
+"""
 
 from __future__ import annotations
 
 import operator
+from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import TopologyError
 from .options import Materialized
 from .runtime.graph import GraphNode, StoreSpec
+from .runtime.processor import InternalProcessor
 from .runtime.processors import aggregate as ap
 from .serde import Serde, Serdes, serializer_of
 from .state.memory import InMemoryWindowStore
@@ -46,8 +64,49 @@ def _materialized(m: Materialized | None) -> Materialized:
     return m
 
 
-class _Grouping:
-    """Shared plumbing: where records come from, and repartitioning them once."""
+def _reducer_as_aggregator(reducer: Callable[[Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    return lambda key, value, agg: reducer(agg, value)
+
+
+ProcessorFactory = Callable[[str, OldValues], Callable[[], InternalProcessor]]
+"""``factory(store, old_values)`` gives the supplier of an aggregation's processor."""
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What differs between aggregations: names, value serde rule, processor, store."""
+
+    prefix: str
+    """Processor name prefix, e.g. ``KSTREAM-AGGREGATE``."""
+    store_prefix: str
+    """Generated store names are ``<store_prefix>-STATE-STORE-<n>``."""
+    value_serde: Callable[[Materialized, Serde[Any] | None], Serde[Any] | None]
+    """``value_serde(materialized, input value serde)``: the result table's value serde."""
+    processor: ProcessorFactory
+    window: TimeWindows | None = None
+
+
+def _count_serde(m: Materialized, _: Serde[Any] | None) -> Serde[Any] | None:
+    return m.value_serde or Serdes.long()
+
+
+def _reduce_serde(m: Materialized, value_serde: Serde[Any] | None) -> Serde[Any] | None:
+    return m.value_serde or value_serde
+
+
+def _aggregate_serde(m: Materialized, _: Serde[Any] | None) -> Serde[Any] | None:
+    return m.value_serde
+
+
+_window_end = operator.attrgetter("window.end")
+"""Buffer time of a time-windowed key for final results: the window's exclusive end."""
+
+
+class _Grouping(ABC):
+    """A grouped stream or table: where records come from, and aggregating them.
+
+    Subclasses say how an aggregation is wired in (:meth:`_wire`).
+    """
 
     def __init__(self, builder: StreamsBuilder, node: GraphNode, key_serde: Serde[Any] | None,
                  value_serde: Serde[Any] | None, repartition: bool, name: str | None) -> None:
@@ -57,61 +116,135 @@ class _Grouping:
         self._value_serde = value_serde
         self._repartition = repartition
         self._name = name
+        self._reused: GraphNode | None = None
+        """With a ``Grouped`` name: the source of the repartition topic, made once."""
 
-    def _input(self, store_name: str) -> GraphNode:
-        if not self._repartition:
-            return self._node
-        return self._builder.add_repartition(self._node, self._name or store_name)
+    @abstractmethod
+    def _wire(self, store: str, prefix: str) -> tuple[GraphNode, str]:
+        """The node an aggregation with ``store`` reads from, and the aggregation's name."""
 
-    def _store_name(self, m: Materialized, prefix: str) -> str:
-        return m.name or self._builder.next_name(prefix)
+    def _repartitioned(self, make: Callable[[], GraphNode]) -> GraphNode:
+        """``make()``'s repartition source, or with a ``Grouped`` name the one made first."""
+        if self._reused is not None:
+            return self._reused
+        source = make()
+        if self._name is not None:
+            self._reused = source
+        return source
+
+    def _aggregate(self, kind: _Kind, materialized: Materialized | None,
+                   count_with_materialized: bool = False) -> KTable:
+        """Add the store, the repartition topic if needed and the processor of ``kind``.
+
+        ``count_with_materialized``: a stream ``count`` given a ``Materialized`` without a
+        store name spends one extra number first (Kafka keeps that for compatibility).
+        """
+        m = _materialized(materialized)
+        b = self._builder
+        if count_with_materialized and m.name is None:
+            b.next_name(f"{kind.store_prefix}-STATE-STORE")
+        store = m.name or b.next_name(f"{kind.store_prefix}-STATE-STORE")
+        key_serde = m.key_serde or self._key_serde
+        source, name = self._wire(store, kind.prefix)
+        window = kind.window
+        if window is None:
+            b.add_kv_store(store, key_serde)
+            info = None
+        else:
+            key_ser = serializer_of(key_serde)
+            retention = window.size_ms + window.grace_ms
+            b.add_store(StoreSpec(store, "window", lambda: InMemoryWindowStore(
+                store, key_ser, window.size_ms, retention)))
+            info = WindowInfo(window.grace_ms, _window_end)
+        old = OldValues(None)
+        node = b.add_node(kind.prefix, kind.processor(store, old), [source], name=name,
+                          stores=[store])
+        return KTable(b, node, key_serde, kind.value_serde(m, self._value_serde), old, info,
+                      store_name=store)
 
 
-class KGroupedStream(_Grouping):
-    """A stream grouped by key: aggregate it into a table, or window it first."""
+def _stream_kind(prefix: str, value_serde: Callable[..., Serde[Any] | None],
+                 initializer: Callable[[], Any] | None, aggregator: Callable[[Any, Any, Any], Any],
+                 windows: TimeWindows | None) -> _Kind:
+    """A grouped-stream aggregation; ``initializer`` None for ``reduce``."""
+    if windows is None:
+        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
+            return lambda: ap.StreamAggregateProcessor(store, initializer, aggregator, old)
+    else:
+        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
+            return lambda: ap.WindowedAggregateProcessor(store, windows, initializer,
+                                                         aggregator, old)
+    return _Kind(prefix, prefix, value_serde, processor, windows)
+
+
+class _StreamAggregations:
+    """``count``, ``reduce`` and ``aggregate`` of a grouped stream, windowed or not."""
+
+    _grouping: KGroupedStream
+    _windows: TimeWindows | None
 
     def count(self, materialized: Materialized | None = None) -> KTable:
-        """Count records per key (``None`` keys and values are dropped and counted)."""
-        return self.aggregate(_count_init, _count_add,
-                              materialized=_with_default_value_serde(materialized))
+        """Count records per key (and window); ``None`` keys are dropped and counted.
+
+        As Kafka's ``count(Materialized)``, a ``materialized`` that names no store spends
+        one generated number more than ``count()``.
+        """
+        kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add,
+                            self._windows)
+        return self._grouping._aggregate(kind, materialized, materialized is not None)
 
     def reduce(self, reducer: Callable[[Any, Any], Any],
                materialized: Materialized | None = None) -> KTable:
-        """Combine values per key with ``reducer(agg, value)``; the first value starts it."""
+        """Combine values per key (and window) with ``reducer(agg, value)``.
+
+        The first value of a key starts its aggregate.
+        """
         _check(reducer, "reducer")
-        return self._aggregate(None, lambda k, v, agg: reducer(agg, v), materialized,
-                               "KSTREAM-REDUCE")
+        kind = _stream_kind("KSTREAM-REDUCE", _reduce_serde, None,
+                            _reducer_as_aggregator(reducer), self._windows)
+        return self._grouping._aggregate(kind, materialized)
 
     def aggregate(self, initializer: Callable[[], Any],
                   aggregator: Callable[[Any, Any, Any], Any],
                   materialized: Materialized | None = None) -> KTable:
-        """Fold values per key: ``agg = aggregator(key, value, agg)`` from ``initializer()``."""
+        """Fold values per key (and window): ``agg = aggregator(key, value, agg)``.
+
+        Each aggregate starts from ``initializer()``.
+        """
         _check(initializer, "initializer")
         _check(aggregator, "aggregator")
-        return self._aggregate(initializer, aggregator, materialized, "KSTREAM-AGGREGATE")
+        kind = _stream_kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
+                            self._windows)
+        return self._grouping._aggregate(kind, materialized)
 
-    def _aggregate(self, initializer: Callable[[], Any] | None,
-                   aggregator: Callable[[Any, Any, Any], Any],
-                   materialized: Materialized | None, prefix: str) -> KTable:
-        m = _materialized(materialized)
-        store = self._store_name(m, f"{prefix}-STATE-STORE")
-        key_serde = m.key_serde or self._key_serde
-        value_serde = m.value_serde if initializer is not None else (
-            m.value_serde or self._value_serde)
-        name = self._builder.next_name(prefix)
-        source = self._input(store)
-        self._builder.add_kv_store(store, key_serde)
-        old = OldValues(None)
-        node = self._builder.add_node(
-            prefix, lambda: ap.StreamAggregateProcessor(store, initializer, aggregator, old),
-            [source], name=name, stores=[store])
-        return KTable(self._builder, node, key_serde, value_serde, old, store_name=store)
+
+class KGroupedStream(_Grouping, _StreamAggregations):
+    """A stream grouped by key: aggregate it into a table, or window it first."""
+
+    def __init__(self, builder: StreamsBuilder, node: GraphNode, key_serde: Serde[Any] | None,
+                 value_serde: Serde[Any] | None, repartition: bool, name: str | None) -> None:
+        super().__init__(builder, node, key_serde, value_serde, repartition, name)
+        self._grouping = self
+        self._windows = None
+
+    def _wire(self, store: str, prefix: str) -> tuple[GraphNode, str]:
+        """Processor name first, then the repartition topic if the key changed upstream."""
+        b = self._builder
+        name = b.next_name(prefix)
+        if not self._repartition:
+            return self._node, name
+        if self._reused is not None:  # a reused topic still spends its three numbers
+            for spent in ("KSTREAM-SINK", "KSTREAM-FILTER", "KSTREAM-SOURCE"):
+                b.next_name(spent)
+        source = self._repartitioned(
+            lambda: b.add_stream_repartition(self._node, self._name or store))
+        return source, name
 
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
         """Aggregate per key and time window.
 
-        :raises TopologyError: for sliding or session windows (they arrive with the windows
-            issue) or anything that is not a window definition.
+        :raises TopologyError: for sliding or session windows (not available in this
+            version) or anything that is not a window definition.
         """
         if isinstance(windows, SlidingWindows | SessionWindows):
             raise TopologyError(
@@ -123,71 +256,16 @@ class KGroupedStream(_Grouping):
         return TimeWindowedKStream(self, windows)
 
 
-def _with_default_value_serde(m: Materialized | None) -> Materialized:
-    m = _materialized(m)
-    if m.value_serde is None:
-        return Materialized(m.name, m.key_serde, Serdes.long(), m.backend)
-    return m
-
-
-class TimeWindowedKStream:
+class TimeWindowedKStream(_StreamAggregations):
     """A grouped stream cut into time windows: ``count``, ``reduce``, ``aggregate``.
 
-    The result is a table keyed by ``Windowed(key, Window(start, end))``.
+    The result is a table keyed by ``Windowed(key, Window(start, end))``. It shares the
+    grouping's repartition topic when the grouping has a name.
     """
 
     def __init__(self, grouped: KGroupedStream, windows: TimeWindows) -> None:
-        self._grouped = grouped
+        self._grouping = grouped
         self._windows = windows
-
-    def count(self, materialized: Materialized | None = None) -> KTable:
-        """Count records per key and window."""
-        return self.aggregate(_count_init, _count_add,
-                              materialized=_with_default_value_serde(materialized))
-
-    def reduce(self, reducer: Callable[[Any, Any], Any],
-               materialized: Materialized | None = None) -> KTable:
-        """Combine values per key and window with ``reducer(agg, value)``."""
-        _check(reducer, "reducer")
-        return self._aggregate(None, lambda k, v, agg: reducer(agg, v), materialized,
-                               "KSTREAM-REDUCE")
-
-    def aggregate(self, initializer: Callable[[], Any],
-                  aggregator: Callable[[Any, Any, Any], Any],
-                  materialized: Materialized | None = None) -> KTable:
-        """Fold values per key and window from ``initializer()``."""
-        _check(initializer, "initializer")
-        _check(aggregator, "aggregator")
-        return self._aggregate(initializer, aggregator, materialized, "KSTREAM-AGGREGATE")
-
-    def _aggregate(self, initializer: Callable[[], Any] | None,
-                   aggregator: Callable[[Any, Any, Any], Any],
-                   materialized: Materialized | None, prefix: str) -> KTable:
-        g = self._grouped
-        b = g._builder
-        m = _materialized(materialized)
-        store = g._store_name(m, f"{prefix}-STATE-STORE")
-        key_serde = m.key_serde or g._key_serde
-        value_serde = m.value_serde if initializer is not None else (
-            m.value_serde or g._value_serde)
-        name = b.next_name(prefix)
-        source = g._input(store)
-        windows = self._windows
-        key_ser = serializer_of(key_serde)
-        retention = windows.size_ms + windows.grace_ms
-        b.add_store(StoreSpec(store, "window", lambda: InMemoryWindowStore(
-            store, key_ser, windows.size_ms, retention)))
-        old = OldValues(None)
-        node = b.add_node(
-            prefix,
-            lambda: ap.WindowedAggregateProcessor(store, windows, initializer, aggregator, old),
-            [source], name=name, stores=[store])
-        info = WindowInfo(windows.grace_ms, _window_end)
-        return KTable(b, node, key_serde, value_serde, old, info, store_name=store)
-
-
-_window_end = operator.attrgetter("window.end")
-"""Buffer time of a time-windowed key for final results: the window's exclusive end."""
 
 
 class KGroupedTable(_Grouping):
@@ -197,23 +275,34 @@ class KGroupedTable(_Grouping):
                  value_serde: Serde[Any] | None, name: str | None) -> None:
         super().__init__(builder, node, key_serde, value_serde, True, name)
 
+    def _wire(self, store: str, prefix: str) -> tuple[GraphNode, str]:
+        """Repartition sink and source names, then the processor name, then the topic."""
+        b = self._builder
+        sink = b.next_name("KSTREAM-SINK")
+        source = b.next_name("KSTREAM-SOURCE")
+        name = b.next_name(prefix)
+        topic = f"{self._name or store}-repartition"
+        return self._repartitioned(
+            lambda: b.add_table_repartition(self._node, topic, sink, source)), name
+
     def count(self, materialized: Materialized | None = None) -> KTable:
         """Count rows per new key."""
-        return self.aggregate(_count_init, _count_add, _count_sub,
-                              materialized=_with_default_value_serde(materialized))
+        return self._table_aggregate("KTABLE-AGGREGATE", _count_serde, materialized,
+                                     _count_init, _count_add, _count_sub)
 
     def reduce(self, adder: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any],
                materialized: Materialized | None = None) -> KTable:
         """Combine rows per new key: ``adder(agg, value)``, ``subtractor(agg, value)``."""
         _check(adder, "adder")
         _check(subtractor, "subtractor")
-        m = _materialized(materialized)
-        store = self._store_name(m, "KTABLE-REDUCE-STATE-STORE")
-        old = OldValues(None)
-        return self._table(m, store, "KTABLE-REDUCE", old, m.value_serde or self._value_serde,
-                           lambda: ap.TableAggregateProcessor(
-                               store, None, lambda k, v, agg: adder(agg, v),
-                               lambda k, v, agg: subtractor(agg, v), old))
+
+        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
+            return lambda: ap.TableAggregateProcessor(
+                store, None, lambda k, v, agg: adder(agg, v),
+                lambda k, v, agg: subtractor(agg, v), old)
+
+        kind = _Kind("KTABLE-REDUCE", "KTABLE-AGGREGATE", _reduce_serde, processor)
+        return self._aggregate(kind, materialized)
 
     def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
                   subtractor: Callable[[Any, Any, Any], Any],
@@ -222,18 +311,14 @@ class KGroupedTable(_Grouping):
         _check(initializer, "initializer")
         _check(adder, "adder")
         _check(subtractor, "subtractor")
-        m = _materialized(materialized)
-        store = self._store_name(m, "KTABLE-AGGREGATE-STATE-STORE")
-        old = OldValues(None)
-        return self._table(m, store, "KTABLE-AGGREGATE", old, m.value_serde,
-                           lambda: ap.TableAggregateProcessor(store, initializer, adder,
-                                                              subtractor, old))
+        return self._table_aggregate("KTABLE-AGGREGATE", _aggregate_serde, materialized,
+                                     initializer, adder, subtractor)
 
-    def _table(self, m: Materialized, store: str, prefix: str, old: OldValues,
-               value_serde: Serde[Any] | None, factory: Callable[[], Any]) -> KTable:
-        key_serde = m.key_serde or self._key_serde
-        name = self._builder.next_name(prefix)
-        source = self._input(store)
-        self._builder.add_kv_store(store, key_serde)
-        node = self._builder.add_node(prefix, factory, [source], name=name, stores=[store])
-        return KTable(self._builder, node, key_serde, value_serde, old, store_name=store)
+    def _table_aggregate(self, prefix: str, value_serde: Callable[..., Serde[Any] | None],
+                         materialized: Materialized | None, initializer: Callable[[], Any],
+                         adder: Callable[[Any, Any, Any], Any],
+                         subtractor: Callable[[Any, Any, Any], Any]) -> KTable:
+        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
+            return lambda: ap.TableAggregateProcessor(store, initializer, adder, subtractor, old)
+
+        return self._aggregate(_Kind(prefix, prefix, value_serde, processor), materialized)

@@ -147,12 +147,18 @@ class KStream:
 
     def group_by(self, selector: Callable[[Any, Any], Any],
                  grouped: Grouped | None = None) -> KGroupedStream:
-        """Group records by ``selector(key, value) -> new_key`` (always repartitioned)."""
+        """Group records by ``selector(key, value) -> new_key`` (always repartitioned).
+
+        The key-selecting node is called ``grouped.name`` when given (as in Kafka, which
+        still spends a number on it), else ``KSTREAM-KEY-SELECT-<n>``.
+        """
         _check_callable(selector, "group_by selector")
         from .grouped import KGroupedStream
 
         grouped = grouped or Grouped()
+        name = self._builder.given_or_next("KSTREAM-KEY-SELECT", grouped.name)
         node = self._builder.add_node("KSTREAM-KEY-SELECT",
-                                      lambda: sp.SelectKeyProcessor(selector), [self._node])
+                                      lambda: sp.SelectKeyProcessor(selector), [self._node],
+                                      name=name)
         return KGroupedStream(self._builder, node, grouped.key_serde,
                               grouped.value_serde or self._value_serde, True, grouped.name)

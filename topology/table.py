@@ -75,8 +75,9 @@ class KTable:
         """Name of the store holding this table, or ``None`` if it is not materialized."""
 
     def _derive(self, prefix: str, factory: Callable[[], Any], old: OldValues,
-                value_serde: Serde[Any] | None, name: str | None = None) -> KTable:
-        node = self._builder.add_node(prefix, factory, [self._node], name=name)
+                value_serde: Serde[Any] | None, name: str | None = None,
+                stores: list[str] | None = None) -> KTable:
+        node = self._builder.add_node(prefix, factory, [self._node], name=name, stores=stores)
         return KTable(self._builder, node, self._key_serde, value_serde, old, self._window)
 
     def filter(self, predicate: Callable[[Any, Any], bool]) -> KTable:
@@ -118,11 +119,18 @@ class KTable:
         ``Suppressed.until_window_closes`` needs a windowed table: its delay is the grace
         period of the windowed aggregation upstream.
 
-        :raises TopologyError: for final results on a table that is not windowed.
+        Names as Kafka: the node is ``suppressed.name`` or ``KTABLE-SUPPRESS-<n>``, its buffer
+        store ``<name>-store`` or ``KTABLE-SUPPRESS-STATE-STORE-<n+1>`` (read it with
+        ``driver.get_state_store``). The buffer is logged, so the driver lists its changelog
+        topic once a record reached it.
+
+        :raises TopologyError: for final results on a table that is not windowed, or a store
+            name already taken.
         :raises TypeError: if ``suppressed`` is not a :class:`~suppress.Suppressed`.
         """
         if not isinstance(suppressed, Suppressed):
             raise TypeError(f"suppress() needs a Suppressed, got {type(suppressed).__name__}")
+        name = suppressed.name or self._builder.next_name("KTABLE-SUPPRESS")
         window = self._window
         if suppressed.final_results:
             if window is None:
@@ -141,19 +149,34 @@ class KTable:
         else:
             key_ser = windowed_serializer(self._key_serde, window.session)
         value_ser = serializer_of(self._value_serde)
+        if suppressed.name is None:
+            store = self._builder.next_name("KTABLE-SUPPRESS-STATE-STORE")
+        else:
+            store = f"{suppressed.name}-store"
+        self._builder.reserve_store_name(store)
         self._old_values.enable()
-        name = suppressed.name or self._builder.next_name("KTABLE-SUPPRESS")
         return self._derive(
             "KTABLE-SUPPRESS",
-            lambda: SuppressNodeProcessor(suppressed, delay, key_ser, value_ser, buffer_time),
-            OldValues(self._old_values), self._value_serde, name=name,
+            lambda: SuppressNodeProcessor(suppressed, delay, key_ser, value_ser, buffer_time,
+                                          store),
+            OldValues(self._old_values), self._value_serde, name=name, stores=[store],
         )
 
     def group_by(self, selector: Callable[[Any, Any], tuple[Any, Any]],
                  grouped: Grouped | None = None) -> KGroupedTable:
         """Re-group rows by ``selector(key, value) -> (new_key, new_value)``.
 
-        Each update subtracts the old row's pair and adds the new one downstream.
+        Each update subtracts the old row's pair and adds the new one downstream (Kafka's
+        ``KTableRepartitionMap``): the selector is applied to the new value and to the old
+        one (never to ``None``); when both pairs have the same key, one change carries both;
+        otherwise the old pair's subtraction goes first, then the new pair's addition. A pair
+        whose key or value is ``None``, or a selector returning ``None`` instead of a pair,
+        is skipped: an old pair like that was never added, so nothing is subtracted; a new
+        pair like that is counted in ``dropped-records-total`` (reason ``null-key`` or
+        ``null-value``), where Kafka skips it without counting.
+
+        The selecting node is called ``grouped.name`` when given (a number is spent anyway),
+        else ``KTABLE-SELECT-<n>``.
         """
         if not callable(selector):
             raise TypeError("group_by selector must be callable")
@@ -161,8 +184,9 @@ class KTable:
 
         grouped = grouped or Grouped()
         self._old_values.enable()
+        name = self._builder.given_or_next("KTABLE-SELECT", grouped.name)
         node = self._builder.add_node("KTABLE-SELECT",
                                       lambda: tp.TableRepartitionMapProcessor(selector),
-                                      [self._node])
+                                      [self._node], name=name)
         return KGroupedTable(self._builder, node, grouped.key_serde, grouped.value_serde,
                              grouped.name)

@@ -61,6 +61,7 @@ class Topology:
             Sink: KSTREAM-SINK-0000000001 (topic: out)
               <-- KSTREAM-SOURCE-0000000000
         <BLANKLINE>
+        <BLANKLINE>
         """
         from .describe import describe_topology
 

@@ -281,7 +281,9 @@ def test_generated_names_follow_kafka_numbering() -> None:
         assert name in text
     b2 = StreamsBuilder()
     b2.table("in")
-    assert "in-STATE-STORE-0000000000" in b2.build().describe()
+    # the store name spends number 0, but nothing materializes the table (Kafka's
+    # TopologyTest.kTableNonMaterializedFilterShouldPreserveTopologyStructure)
+    assert "KTABLE-SOURCE-0000000002 (stores: [])" in b2.build().describe()
 
 
 @pytest.mark.parametrize(("serde", "good", "bad"), [

@@ -77,7 +77,9 @@ def test_a_full_buffer_stops_the_task_and_keeps_the_record_that_overflowed() -> 
             d.advance_wall_clock_time(10)
         # the buffer did not grow past the record that overflowed, which it keeps
         assert d.metrics()["suppression-buffer-count"] == 3.0
-        assert [k for k, _, _ in d._task.suppressors["rate"].buffered()] == ["k1", "k2", "k3"]
+        buffer = d.get_state_store("rate-store")
+        assert [k for k, _, _ in buffer.entries()] == ["k1", "k2", "k3"]
+        assert (buffer.num_records, buffer.stream_time) == (3, 2)
         failure = d.failure
         assert (failure.node, failure.topic, failure.offset, failure.key) == ("rate", "in", 2,
                                                                                "k3")

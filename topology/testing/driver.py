@@ -9,7 +9,8 @@ from types import TracebackType
 from typing import Any
 
 from suppress.entry import Headers
-from suppress.time import to_millis
+from suppress.processor import SuppressionView
+from suppress.time import NO_TIMESTAMP, to_millis
 
 from ..runtime.clock import SystemClock
 from ..runtime.task import DEFAULT_MAX_FEEDBACK_RECORDS, Task, TaskFailure
@@ -18,11 +19,19 @@ from ..topology import Topology
 from .clock import MockClock
 from .topics import TestInputTopic, TestOutputTopic, holder
 
-__all__ = ("TopologyTestDriver",)
+__all__ = ("SuppressionBuffer", "TopologyTestDriver")
 
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
 _CONFIG_KEYS = frozenset({"application_id", "metrics_recording_level", "fuse_final_results",
                           "max_feedback_records"})
+
+_GETTERS = {
+    "versioned": ("versioned key-value", "get_versioned_key_value_store"),
+    "key-value": ("key-value", "get_key_value_store"),
+    "window": ("window", "get_window_store"),
+    "session": ("session", "get_session_store"),
+}
+"""Built-in store kinds: the name Kafka's message gives them, and their typed getter."""
 
 
 class TopologyTestDriver:
@@ -102,11 +111,15 @@ class TopologyTestDriver:
         With serdes, keys and values are serialized here and deserialized by the source's
         ``Consumed`` serdes (as Kafka); without, the objects reach the topology unchanged.
 
+        Records piped without a timestamp get the topic's time: ``start_timestamp_ms``, by
+        default the current system time (as Kafka's ``Instant.now()``; not the driver's mock
+        wall clock), moved forward by ``auto_advance_ms`` after each of them.
+
         :raises ValueError: for a negative ``auto_advance_ms``.
         """
         if auto_advance_ms < 0:
             raise ValueError("autoAdvance must be positive")
-        start = self._clock.now_ms() if start_timestamp_ms is None else start_timestamp_ms
+        start = SystemClock().now_ms() if start_timestamp_ms is None else start_timestamp_ms
         return TestInputTopic(self, name, key_serde, value_serde, start, auto_advance_ms)
 
     def create_output_topic(self, name: str, key_serde: Serde[Any] | None = None,
@@ -115,8 +128,32 @@ class TopologyTestDriver:
         return TestOutputTopic(self, name, key_serde, value_serde)
 
     def produced_topic_names(self) -> set[str]:
-        """Every topic written so far (sinks and internal repartition topics)."""
-        return set(self._outputs)
+        """Every topic written so far: sinks, repartition topics and changelogs.
+
+        Kafka logs every store of a topology (suppression buffers included) to the changelog
+        topic ``<application_id>-<store>-changelog``, which exists once the store was first
+        written. The stores are asked here, so recording costs nothing per record.
+        """
+        names = set(self._outputs)
+        for store in self._written_stores():
+            names.add(f"{self.application_id}-{store}-changelog")
+        return names
+
+    def _written_stores(self) -> list[str]:
+        """Names of the stores (suppression buffers included) that were ever written.
+
+        A suppression's buffer was written once a record reached the suppression (its
+        stream time moved), whichever path runs it.
+        """
+        task = self._task
+        written = []
+        for name, store in task.stores.items():
+            if task.store_kind(name) == "suppression-buffer":
+                if store.stream_time != NO_TIMESTAMP:
+                    written.append(name)
+            elif store.written:
+                written.append(name)
+        return written
 
     def _pipe(self, topic: str, key: Any, value: Any, timestamp: int, headers: Headers,
               key_serialized: bool, value_serialized: bool) -> None:
@@ -164,7 +201,22 @@ class TopologyTestDriver:
     # -- stores and metrics --------------------------------------------------------------------
 
     def get_state_store(self, name: str) -> Any:
-        """Any store by name, or ``None`` if there is none."""
+        """A store that has no typed getter, by name; ``None`` if there is none.
+
+        As Kafka's ``getStateStore``: a suppression buffer is returned (as a
+        :class:`SuppressionBuffer`), while a built-in key-value, window, session or versioned
+        store must be read with its typed getter.
+
+        :raises ValueError: for a built-in store, naming its getter (Kafka's
+            ``IllegalArgumentException`` message).
+        """
+        kind = self._task.store_kind(name)
+        if kind in _GETTERS:
+            label, getter = _GETTERS[kind]
+            raise ValueError(f"Store {name} is a {label} store and should be accessed via "
+                             f"`{getter}()`")
+        if kind == "suppression-buffer":
+            return SuppressionBuffer(name, self._task.stores[name])
         return self._task.stores.get(name)
 
     def _store_of_kind(self, name: str, kind: str) -> Any:
@@ -217,3 +269,40 @@ class TopologyTestDriver:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class SuppressionBuffer:
+    """A read-only view of a suppression's buffer store (from ``driver.get_state_store``).
+
+    Kafka's counterpart is the ``InMemoryTimeOrderedKeyValueChangeBuffer`` store. The view
+    reads the suppression as it runs, fused with its aggregation or not: its stream time,
+    its size figures and its entries.
+    """
+
+    persistent = False
+
+    def __init__(self, name: str, view: SuppressionView) -> None:
+        self.name = name
+        self._view = view
+
+    @property
+    def stream_time(self) -> int:
+        """The suppression's own stream time (ms), -1 before any record reached it."""
+        return self._view.stream_time
+
+    @property
+    def num_records(self) -> int:
+        """Entries buffered now."""
+        return self._view.num_records
+
+    @property
+    def size_bytes(self) -> int:
+        """Kafka's size estimate of the buffered entries, in bytes."""
+        return self._view.size_bytes
+
+    def entries(self) -> list[tuple[Any, Any, int]]:
+        """``(key, value, timestamp)`` of every buffered entry, in eviction order."""
+        return self._view.buffered()
+
+    def __repr__(self) -> str:
+        return f"SuppressionBuffer({self.name!r}, num_records={self.num_records})"

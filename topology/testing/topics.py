@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as _dt
+import itertools
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, final
 
 from suppress.entry import RecordContext
@@ -132,6 +134,9 @@ class TestInputTopic:
 
     Records without a timestamp get the topic's current time, which then moves forward by
     ``auto_advance_ms``.
+
+    Kafka's ``pipeInput(V)`` (a value with a ``None`` key) is :meth:`pipe_value` here, so
+    that :meth:`pipe_input` keeps its ``(key, value, timestamp, headers)`` signature.
     """
 
     __test__ = False
@@ -169,6 +174,57 @@ class TestInputTopic:
             self._process(self.name, key, value, timestamp)  # nothing to convert or check
             return
         self.pipe_record(TestRecord(key, value, timestamp, headers))
+
+    def pipe_value(self, value: Any, timestamp: int | None = None,
+                   headers: Iterable[tuple[str, bytes | None]] | None = None) -> None:
+        """Process one record with a ``None`` key (Kafka's ``pipeInput(V)``).
+
+        Errors as :meth:`pipe_input`.
+        """
+        self.pipe_record(TestRecord(None, value, timestamp, headers))
+
+    def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]], start: int | None = None,
+                            advance: int | _dt.timedelta | None = None) -> None:
+        """Process ``(key, value)`` pairs one after the other (each to completion).
+
+        Without ``start``, each record gets the topic's time, moved by its auto-advance
+        (Kafka's ``pipeKeyValueList(list)``). With ``start`` (ms), the records get ``start``,
+        ``start + advance``, ... (``advance`` in ms or a ``timedelta``, default 0) and the
+        topic's time does not change (``pipeKeyValueList(list, start, advance)``).
+
+        :raises ValueError: for ``advance`` without ``start``, or a timestamp that comes out
+            negative (the records before it have been processed).
+        :raises TypeError: for a ``start`` or ``advance`` of another type.
+        """
+        for (key, value), ts in zip(pairs, self._times(start, advance), strict=False):
+            self.pipe_record(TestRecord(key, value, ts))
+
+    def pipe_value_list(self, values: Iterable[Any], start: int | None = None,
+                        advance: int | _dt.timedelta | None = None) -> None:
+        """:meth:`pipe_key_value_list` for values, each with a ``None`` key.
+
+        Kafka's ``pipeValueList``; timestamps and errors as :meth:`pipe_key_value_list`.
+        """
+        for value, ts in zip(values, self._times(start, advance), strict=False):
+            self.pipe_record(TestRecord(None, value, ts))
+
+    @staticmethod
+    def _times(start: int | None, advance: int | _dt.timedelta | None) -> Iterator[int | None]:
+        """Timestamps of a piped list: ``None`` (the topic's time) or ``start + i*advance``."""
+        if start is None:
+            if advance is not None:
+                raise ValueError("advance needs start: without start, records get the "
+                                 "topic's time and its auto-advance")
+            return itertools.repeat(None)
+        if not isinstance(start, int) or isinstance(start, bool):
+            raise TypeError(f"start must be an int of ms, got {start!r}")
+        if isinstance(advance, _dt.timedelta):
+            step = advance // _dt.timedelta(milliseconds=1)
+        elif advance is None or (isinstance(advance, int) and not isinstance(advance, bool)):
+            step = advance or 0
+        else:
+            raise TypeError(f"advance must be an int of ms or a timedelta, got {advance!r}")
+        return itertools.count(start, step)
 
     def pipe_record(self, record: TestRecord) -> None:
         """Process one :class:`TestRecord` to completion."""

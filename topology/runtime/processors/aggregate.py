@@ -20,7 +20,6 @@ __all__ = (
     "WindowedAggregateProcessor",
 )
 
-_new_tuple = tuple.__new__  # builds Windowed/Change without their Python-level __new__
 Initializer = Callable[[], Any]
 Aggregator = Callable[[Any, Any, Any], Any]
 
@@ -184,7 +183,7 @@ class WindowedAggregateProcessor(InternalProcessor):
             window = self._window_cache.get(start)
             if window is None:
                 window = self._window_of(start, end)
-            self.forward_change(_new_tuple(Windowed, (key, window)), new,
+            self.forward_change(Windowed(key, window), new,
                                 old if self._old else None,
                                 ctx if out_ts == ts else ctx._replace(timestamp=out_ts))
 

@@ -12,6 +12,7 @@ from ...record import Record
 from ...serde import Serde
 from ..api import Processor, PunctuationType
 from ..processor import Forward, InternalProcessor
+from .table import log_null_key
 
 if TYPE_CHECKING:
     from ..task import Task
@@ -26,6 +27,7 @@ __all__ = (
     "PeekProcessor",
     "SelectKeyProcessor",
     "SinkProcessor",
+    "TableSourceWithoutStore",
     "UserProcessorAdapter",
     "invalid_timestamp",
 )
@@ -34,7 +36,31 @@ LONG_MAX = 2**63 - 1
 
 
 class PassThrough(InternalProcessor):
-    """Forwards every record unchanged (sources and ``merge``)."""
+    """Forwards every record unchanged.
+
+    Sources, ``merge``, and the filter in front of a repartition sink: Kafka 3.7+ builds that
+    filter with a predicate that is always true, so ``None`` keys pass on to the aggregation
+    behind the topic, which drops and counts them.
+    """
+
+
+class TableSourceWithoutStore(InternalProcessor):
+    """A table source that nothing materialized (Kafka's ``KTableSource`` without a store).
+
+    Drops (and counts) a ``None`` key; forwards every other record as ``Change(value, None)``:
+    without a store there is no old value, and nothing downstream asked for one.
+    """
+
+    def init(self, task: Any) -> None:
+        """Bind the task for drop counting."""
+        self._task = task
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Forward the record as a table update, or drop it for its ``None`` key."""
+        if key is None:
+            log_null_key(self._task, ctx)
+            return
+        self.forward_change(key, value, None, ctx)
 
 
 class FilterProcessor(InternalProcessor):

@@ -129,11 +129,14 @@ class ToStreamProcessor(InternalProcessor):
 class TableRepartitionMapProcessor(InternalProcessor):
     """KTable ``group_by``: ``selector(key, value) -> (new_key, new_value)``.
 
+    The selector sees the new value, then the old one (``None`` values are not selected).
     When both pairs have the same key, one ``Change(new, old)`` is forwarded, so the
     aggregation subtracts and adds in one step (Kafka 3.5+, KIP-904). Otherwise the old
     value's pair is forwarded first as a subtraction ``Change(None, old)``, then the new
-    value's pair as an addition ``Change(new, None)``. A pair with a ``None`` key is counted
-    as dropped.
+    value's pair as an addition ``Change(new, None)``. A pair with a ``None`` key or value,
+    or a ``None`` instead of a pair, is skipped, as in Kafka's ``KTableRepartitionMap``; a
+    skipped new pair is also counted as dropped (Kafka does not count it), a skipped old
+    pair is not, as it was never added.
     """
 
     def __init__(self, selector: Callable[[Any, Any], tuple[Any, Any]]) -> None:
@@ -143,14 +146,22 @@ class TableRepartitionMapProcessor(InternalProcessor):
         """Bind the task for drop counting."""
         self._task = task
 
-    def _select(self, key: Any, value: Any, ctx: RecordContext) -> tuple[Any, Any] | None:
+    def _select(self, key: Any, value: Any, ctx: RecordContext,
+                count: bool) -> tuple[Any, Any] | None:
         if value is None:
             return None
         pair = self._selector(key, value)
-        if not isinstance(pair, tuple) or len(pair) != 2:
+        if pair is not None and (not isinstance(pair, tuple) or len(pair) != 2):
             raise TypeError(f"KTable.group_by selector must return (key, value), got {pair!r}")
-        if pair[0] is None:
-            log_null_key(self._task, ctx)
+        if pair is None or pair[0] is None:
+            if count:
+                log_null_key(self._task, ctx)
+            return None
+        if pair[1] is None:
+            if count:
+                self._task.metrics.drop(DropReason.NULL_VALUE)
+                log.warning("Skipping record due to null value. topic=[%s] partition=[%s] "
+                            "offset=[%s]", ctx.topic, ctx.partition, ctx.offset)
             return None
         return pair
 
@@ -160,13 +171,12 @@ class TableRepartitionMapProcessor(InternalProcessor):
 
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Forward the subtraction, then the addition."""
-        old_pair = self._select(key, old, ctx)
-        new_pair = self._select(key, new, ctx)
-        if (old_pair is not None and new_pair is not None and old_pair[1] is not None
-                and new_pair[1] is not None and old_pair[0] == new_pair[0]):
+        new_pair = self._select(key, new, ctx, True)
+        old_pair = self._select(key, old, ctx, False)
+        if old_pair is not None and new_pair is not None and old_pair[0] == new_pair[0]:
             self.forward_change(new_pair[0], new_pair[1], old_pair[1], ctx)
             return
-        if old_pair is not None and old_pair[1] is not None:
+        if old_pair is not None:
             self.forward_change(old_pair[0], None, old_pair[1], ctx)
-        if new_pair is not None and new_pair[1] is not None:
+        if new_pair is not None:
             self.forward_change(new_pair[0], new_pair[1], None, ctx)

@@ -39,6 +39,16 @@ class InMemoryKeyValueStore:
         self._key_bytes = key_serializer
         self._data: dict[Any, tuple[Any, int]] = {}
         self._order: list[tuple[bytes, Any]] | None = None
+        self._deleted = False  # set by deletes only, so puts pay nothing for :attr:`written`
+
+    @property
+    def written(self) -> bool:
+        """Whether anything was ever put or deleted (deletes of absent keys included).
+
+        Kafka logs every write of a store to its changelog, so this says whether the
+        changelog topic exists. A put leaves data behind unless a delete followed it.
+        """
+        return self._deleted or bool(self._data)
 
     # -- hot path (used by the runtime with timestamps) ------------------------------------------
 
@@ -64,6 +74,7 @@ class InMemoryKeyValueStore:
         data = self._data
         item = data.get(key)
         if value is None:
+            self._deleted = True
             if item is not None:
                 del data[key]
                 self._order = None
@@ -107,6 +118,7 @@ class InMemoryKeyValueStore:
     def delete(self, key: Any) -> Any:
         """Remove ``key``; return its old value (or ``None``)."""
         self._check_open()
+        self._deleted = True
         item = self._data.pop(key, None)
         if item is None:
             return None

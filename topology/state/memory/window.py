@@ -38,6 +38,17 @@ class InMemoryWindowStore:
         self._observed = -1
         self.layout_version = 0
         """Changes whenever a window bucket is created or removed (lets callers cache one)."""
+        self._deleted = False  # set by deletes only, so puts pay nothing for :attr:`written`
+
+    @property
+    def written(self) -> bool:
+        """Whether anything was ever put or deleted (deletes of absent windows included).
+
+        Kafka logs every write of a store to its changelog, so this says whether the
+        changelog topic exists. Every put creates its window's bucket first; a put into a
+        window past retention is ignored, and is not a write.
+        """
+        return self._deleted or self.layout_version > 0
 
     # -- hot path ------------------------------------------------------------------------------
 
@@ -55,6 +66,7 @@ class InMemoryWindowStore:
             return
         bucket = self._by_start.get(start)
         if value is None:
+            self._deleted = True
             if bucket is not None:
                 bucket.pop(key, None)
                 if not bucket:
