@@ -251,9 +251,9 @@ def _serialize_long(value: Any) -> bytes | None:
 
 def _serialize_string(value: Any) -> bytes | None:
     """``Serdes.string().serialize`` with the common case (a str) first."""
-    if type(value) is str:
-        return value.encode("utf-8")
-    return _STRING.serialize(value)  # None, or the serde's own error for anything else
+    if type(value) is str and value.isascii():
+        return value.encode("ascii")
+    return _STRING.serialize(value)  # None, non-ASCII text, or the serde's own error
 
 
 _FAST_SERIALIZERS: dict[int, Callable[[Any], bytes | None]] = {
@@ -285,3 +285,55 @@ def windowed_serializer(inner: Serde[Any] | None, session: bool
     def ser_time(w: Windowed) -> bytes:
         return (inner_ser(w.key) or b"") + struct.pack(">q", w.window.start)
     return ser_time
+
+
+def _deserialize_string(data: Any) -> str | None:
+    """``Serdes.string().deserialize`` with the common case (ASCII bytes) first."""
+    if type(data) is bytes and data.isascii():
+        return data.decode("ascii")
+    return _STRING.deserialize(data)  # None, non-ASCII text, or the serde's own error
+
+
+def _string_round_trip(value: Any) -> Any:
+    """``deserialize(serialize(value))`` for ``Serdes.string()``: ``value`` itself.
+
+    Serializing a str and reading it back gives an equal str, so only the serializer's checks
+    remain: the same errors, without the two copies.
+    """
+    if type(value) is str and value.isascii():
+        return value
+    data = _STRING.serialize(value)  # None, non-ASCII text, or the serde's own error
+    return None if data is None else _STRING.deserialize(data)
+
+
+def _long_round_trip(value: Any) -> Any:
+    """``deserialize(serialize(value))`` for ``Serdes.long()``: ``value`` itself."""
+    if type(value) is int and -(2**63) <= value < 2**63:
+        return value
+    return _LONG.deserialize(_LONG.serialize(value))  # None, or the serde's own error
+
+
+_FAST_DESERIALIZERS: dict[int, Callable[[Any], Any]] = {id(_STRING): _deserialize_string}
+_ROUND_TRIPS: dict[int, Callable[[Any], Any]] = {
+    id(_STRING): _string_round_trip,
+    id(_LONG): _long_round_trip,
+}
+
+
+def deserializer_of(serde: Serde[Any]) -> Callable[[Any], Any]:
+    """The deserialize function of ``serde``.
+
+    For ``Serdes.string()`` it is a faster function with the same results and errors.
+    """
+    return _FAST_DESERIALIZERS.get(id(serde), serde.deserialize)
+
+
+def round_trip_of(serde: Serde[Any]) -> Callable[[Any], Any] | None:
+    """A function giving ``serde.deserialize(serde.serialize(v))`` without the bytes.
+
+    ``None`` if ``serde`` has none (then serialize and deserialize).
+
+    Only the built-in serdes whose round trip gives back an equal value have one (string,
+    long); its errors are the serializer's.
+    """
+    return _ROUND_TRIPS.get(id(serde))

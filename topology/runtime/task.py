@@ -41,6 +41,10 @@ Produce = Callable[..., None]
 topic; the bytes are given when the sink serialized the record."""
 Output = Callable[[str], Produce]
 """``output(topic)`` gives the function that receives what sinks write to ``topic``."""
+Convert = Callable[[Any], Any]
+InputCodec = tuple[Convert | None, Convert | None, Convert | None, Convert | None]
+"""``(key serializer, value serializer, key deserializer, value deserializer)`` of piped
+records (see :meth:`Task.process_batch`); ``None`` leaves that part as it is."""
 
 
 class TaskFailure(NamedTuple):
@@ -226,13 +230,18 @@ class Task:
             self._punctuate_stream_time()
 
     def process_batch(self, topic: str, records: Iterable[Any],
-                      other: Callable[[Any], None]) -> None:
+                      other: Callable[[Any], None], codec: InputCodec | None = None) -> None:
         """Process records in order, each to completion.
 
         Plain ``(key, value, timestamp)`` tuples are processed as :meth:`process` would, with
         the per-record overhead hoisted out of the loop; anything else (a ``TestRecord``, a
         tuple with headers) is handed to ``other(record)`` in its turn.
 
+        :param codec: how a plain tuple's key and value reach the source when the caller
+            serializes them (a test topic with serdes): each is serialized by the caller's
+            function, then read by the source's deserializer. A serializer's error is the
+            caller's (it propagates, and the task keeps running); a deserializer's fails the
+            task at the source, as :meth:`fail_on_input`.
         :raises UnknownTopicError: if no source reads ``topic``.
         :raises TaskFailedError: if the task failed earlier.
         :raises ValueError: for a timestamp that is not a non-negative int; the records
@@ -248,7 +257,7 @@ class Task:
         offset = offsets.get(topic, 0)
         stream_time = self.stream_time
         late_n = late_sum = late_max = 0
-        key = value = ts = None
+        key_ser, value_ser, key_des, value_des = codec if codec is not None else (None,) * 4
         try:
             for record in records:
                 if type(record) is not tuple or len(record) != 3 or type(record[2]) is not int \
@@ -266,6 +275,21 @@ class Task:
                     if forward is None:
                         raise UnknownTopicError(f"Unknown topic: {topic}")
                     raw = self._raw_entries.get(topic)
+                if codec is not None:
+                    if key_ser is not None:
+                        key = key_ser(key)
+                    if value_ser is not None:
+                        value = value_ser(value)
+                    try:
+                        if key_des is not None:
+                            key = key_des(key)
+                        if value_des is not None:
+                            value = value_des(value)
+                    except Exception as exc:
+                        offsets[topic] = offset
+                        self.fail_on_input(exc, topic, key, value, ts)
+                        offset = offsets[topic]
+                        raise
                 this_offset = offset
                 offset += 1
                 late_n += 1

@@ -14,7 +14,7 @@ from suppress.time import NO_TIMESTAMP, to_millis
 
 from ..runtime.clock import SystemClock
 from ..runtime.task import DEFAULT_MAX_FEEDBACK_RECORDS, Task, TaskFailure
-from ..serde import Serde
+from ..serde import Serde, deserializer_of, round_trip_of, serializer_of
 from ..topology import Topology
 from .clock import MockClock
 from .topics import TestInputTopic, TestOutputTopic, holder
@@ -172,14 +172,27 @@ class TopologyTestDriver:
                 raise
         self._task.process(topic, key, value, timestamp, headers)
 
-    def _pipe_batch(self, topic: str, records: Any, other: Callable[[Any], None]) -> None:
+    def _pipe_batch(self, topic: str, records: Any, other: Callable[[Any], None],
+                    key_topic_serde: Serde[Any] | None = None,
+                    value_topic_serde: Serde[Any] | None = None) -> None:
         """Process records in order: plain ``(key, value, timestamp)`` tuples in bulk.
 
-        Anything else goes to ``other(record)`` in its turn.
+        Anything else goes to ``other(record)`` in its turn. With the input topic's serdes,
+        a plain tuple's key and value are serialized by them and deserialized by the
+        source's ``Consumed`` serdes, as :meth:`_pipe` does for one record.
         """
+        key_serializer = None if key_topic_serde is None else serializer_of(key_topic_serde)
+        value_serializer = (None if value_topic_serde is None
+                            else serializer_of(value_topic_serde))
         if self._closed:
             raise RuntimeError("the driver is closed")
-        self._task.process_batch(topic, records, other)
+        codec = None
+        if key_serializer is not None or value_serializer is not None:
+            key_serde, value_serde = self._consumed.get(topic, (None, None))
+            key_ser, key_des = _steps(key_serializer, key_topic_serde, key_serde)
+            value_ser, value_des = _steps(value_serializer, value_topic_serde, value_serde)
+            codec = (key_ser, value_ser, key_des, value_des)
+        self._task.process_batch(topic, records, other, codec)
 
     def _capture(self, topic: str) -> Callable[..., None]:
         """The function that keeps what sinks write to ``topic``, in order, until read."""
@@ -269,6 +282,26 @@ class TopologyTestDriver:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _steps(serializer: Callable[[Any], Any] | None, topic_serde: Serde[Any] | None,
+           source_serde: Serde[Any] | None
+           ) -> tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None]:
+    """How one part of a piped record reaches the source: ``(serialize, deserialize)``.
+
+    When the topic and the source use the same built-in serde with a round trip
+    (``round_trip_of``), serializing then deserializing is that one function, with the same
+    results and errors, and nothing is left to deserialize.
+    """
+    if serializer is None or topic_serde is None:
+        return None, None
+    if source_serde is None:
+        return serializer, None
+    if topic_serde is source_serde:
+        round_trip = round_trip_of(topic_serde)
+        if round_trip is not None:
+            return round_trip, None
+    return serializer, deserializer_of(source_serde)
 
 
 class SuppressionBuffer:

@@ -246,12 +246,9 @@ class TestInputTopic:
         Each item is a :class:`TestRecord` or a tuple ``(key, value)`` /
         ``(key, value, timestamp)`` / ``(key, value, timestamp, headers)``.
         """
-        if self._plain:
-            # the bulk path: plain (key, value, timestamp) tuples skip per-record objects
-            self._driver._pipe_batch(self.name, records, self._pipe_other)
-            return
-        for record in records:
-            self._pipe_other(record)
+        # the bulk path: plain (key, value, timestamp) tuples skip per-record objects
+        self._driver._pipe_batch(self.name, records, self._pipe_other, self._key_serde,
+                                 self._value_serde)
 
     def _pipe_other(self, record: TestRecord | tuple[Any, ...]) -> None:
         self.pipe_record(record if isinstance(record, TestRecord) else TestRecord(*record))
