@@ -19,6 +19,8 @@ example: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mypy --strict suppress
+	$(PY) -m mypy topology
 	$(PY) -m pytest
 
 bench: $(STAMP)

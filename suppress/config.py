@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 from dataclasses import dataclass, replace
+from typing import Self
 
 from .errors import InvalidSuppressionError
 from .time import to_millis
@@ -100,12 +101,20 @@ class BufferConfig:
         """A buffer with no limit (strict: it can never be full)."""
         return StrictBufferConfig(None, None, BufferFullStrategy.SHUT_DOWN)
 
-    def with_max_records(self, n: int) -> BufferConfig:
-        """Same config with the records limit set to ``n`` (limits and strategy kept)."""
+    def with_max_records(self, n: int) -> Self:
+        """Same config (same kind) with the records limit set to ``n``; strategy kept.
+
+        :raises TypeError: if ``n`` is not an int.
+        :raises InvalidSuppressionError: if ``n`` is negative.
+        """
         return replace(self, records_limit=_check_limit(n, "max_records"))
 
-    def with_max_bytes(self, n: int) -> BufferConfig:
-        """Same config with the bytes limit set to ``n`` (limits and strategy kept)."""
+    def with_max_bytes(self, n: int) -> Self:
+        """Same config (same kind) with the bytes limit set to ``n``; strategy kept.
+
+        :raises TypeError: if ``n`` is not an int.
+        :raises InvalidSuppressionError: if ``n`` is negative.
+        """
         return replace(self, bytes_limit=_check_limit(n, "max_bytes"))
 
     def with_no_bound(self) -> StrictBufferConfig:

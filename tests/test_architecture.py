@@ -10,11 +10,18 @@ import topology
 
 ROOT = Path(__file__).parent.parent
 
-TOPOLOGY_PUBLIC = {
+DESIGN_NAMES = {
     "StreamsBuilder", "Topology", "TopologyTestDriver", "TestRecord", "TimeWindows",
     "SlidingWindows", "SessionWindows", "Windowed", "Window", "Consumed", "Produced", "Grouped",
     "Materialized", "Serdes",
 }
+"""The names DESIGN.md fixes."""
+USER_CODE_NAMES = {
+    "Processor", "ProcessorContext", "Record", "PunctuationType", "Cancellable", "Serde",
+    "SerdeError", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "TimeWindowedKStream",
+}
+"""The names a user writes in a custom processor or serde, or in type hints."""
+TOPOLOGY_PUBLIC = DESIGN_NAMES | USER_CODE_NAMES
 SUPPRESS_PUBLIC = {
     "Suppressed", "BufferConfig", "BufferFullError", "BufferFullStrategy", "EagerBufferConfig",
     "StrictBufferConfig", "InvalidSuppressionError",

@@ -2,16 +2,30 @@
 
 Layering (imports point one way): ``suppress`` (engine) <- ``topology.state`` <-
 ``topology.runtime`` <- the DSL (``builder``, ``stream``, ``table``, ``grouped``) <-
-``topology.testing`` / ``topology.spark``. This module re-exports exactly the public names of
-DESIGN.md; everything else is internal even without an underscore.
+``topology.testing`` / ``topology.spark``. This module re-exports the public names: those of
+the design (the DSL, windows, options, serdes, the driver) and those a user writes in a
+custom processor or serde, or in type hints of pipeline code. Everything else is internal
+even without an underscore.
 """
 
 from .builder import StreamsBuilder as StreamsBuilder
+from .grouped import KGroupedStream as KGroupedStream
+from .grouped import KGroupedTable as KGroupedTable
+from .grouped import TimeWindowedKStream as TimeWindowedKStream
 from .options import Consumed as Consumed
 from .options import Grouped as Grouped
 from .options import Materialized as Materialized
 from .options import Produced as Produced
+from .record import Record as Record
+from .runtime.api import Cancellable as Cancellable
+from .runtime.api import Processor as Processor
+from .runtime.api import ProcessorContext as ProcessorContext
+from .runtime.api import PunctuationType as PunctuationType
+from .serde import Serde as Serde
+from .serde import SerdeError as SerdeError
 from .serde import Serdes as Serdes
+from .stream import KStream as KStream
+from .table import KTable as KTable
 from .testing.driver import TopologyTestDriver as TopologyTestDriver
 from .testing.topics import TestRecord as TestRecord
 from .topology import Topology as Topology
@@ -22,15 +36,27 @@ from .windows import Window as Window
 from .windows import Windowed as Windowed
 
 __all__ = (
+    "Cancellable",
     "Consumed",
     "Grouped",
+    "KGroupedStream",
+    "KGroupedTable",
+    "KStream",
+    "KTable",
     "Materialized",
+    "Processor",
+    "ProcessorContext",
     "Produced",
+    "PunctuationType",
+    "Record",
+    "Serde",
+    "SerdeError",
     "Serdes",
     "SessionWindows",
     "SlidingWindows",
     "StreamsBuilder",
     "TestRecord",
+    "TimeWindowedKStream",
     "TimeWindows",
     "Topology",
     "TopologyTestDriver",

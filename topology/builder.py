@@ -178,7 +178,7 @@ class StreamsBuilder:
             self._internal_topics.update(topics)
         node = self.add_node("KSTREAM-SOURCE", PassThrough, [], name=name, kind="source",
                              topics=topics)
-        node.consumed = consumed  # type: ignore[attr-defined]
+        node.consumed = consumed
         return node
 
     def add_stream_repartition(self, parent: GraphNode, prefix: str) -> GraphNode:

@@ -180,8 +180,9 @@ class _JavaTreeSet:
                 if x is parent.right:
                     x = parent
                     self._rotate_left(x)
-                    parent = x.parent
-                    assert parent is not None
+                    moved = x.parent
+                    assert moved is not None
+                    parent = moved
                 parent.red = False
                 grand.red = True
                 self._rotate_right(grand)
@@ -195,8 +196,9 @@ class _JavaTreeSet:
                 if x is parent.left:
                     x = parent
                     self._rotate_right(x)
-                    parent = x.parent
-                    assert parent is not None
+                    moved = x.parent
+                    assert moved is not None
+                    parent = moved
                 parent.red = False
                 grand.red = True
                 self._rotate_left(grand)

@@ -300,10 +300,9 @@ class FusedFinalResults:
             if stored[4]:
                 return context_size(stored)
             topic = stored[2]
-        size = self._topic_sizes.get(topic)  # type: ignore[arg-type]
+        size = self._topic_sizes.get(topic)
         if size is None:
-            size = self._topic_sizes[topic] = context_size(  # type: ignore[index]
-                _context(0, 0, topic))  # type: ignore[arg-type]
+            size = self._topic_sizes[topic] = context_size(_context(0, 0, topic))
         return size
 
     def _emit_closed(self) -> None:
