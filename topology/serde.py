@@ -1,7 +1,10 @@
-r"""Serializers and deserializers with Kafka's byte formats.
+r"""Serializers and deserializers with Kafka's byte formats, and the bytes of data without one.
 
-A :class:`Serde` turns values into ``bytes`` and back; ``None`` (a tombstone) stays ``None``
-both ways. :class:`Serdes` gives the built-in ones.
+**Serdes.** A :class:`Serde` is anything with ``serialize(value) -> bytes | None`` and
+``deserialize(data) -> value | None``; ``None`` (a tombstone) stays ``None`` both ways. A
+user's class implements it by defining those two methods (no base class needed; an optional
+``name`` attribute is used in error messages). :class:`Serdes` gives the built-in ones, with
+Kafka's formats.
 
 >>> Serdes.long().serialize(1)
 b'\x00\x00\x00\x00\x00\x00\x00\x01'
@@ -9,35 +12,145 @@ b'\x00\x00\x00\x00\x00\x00\x00\x01'
 >>> s = Serdes.time_windowed(Serdes.string(), 10)
 >>> s.deserialize(s.serialize(Windowed("a", Window(0, 10))))
 Windowed(key='a', window=Window(start=0, end=10))
+
+Data without a serde gets bytes from :func:`fallback_bytes`, for ordering and size accounting.
+
+**Errors.** A :class:`SerdeError` never holds the whole value: it shows the value's type,
+length and the ``repr`` of its first 40 characters or bytes. :func:`serialize_for_topic`,
+:func:`deserialize_from_topic` and :func:`deserialize_produced` run a serde for a record of a
+topic, and their errors name the topic.
 """
 
 from __future__ import annotations
 
 import json
 import pickle
+import reprlib
 import struct
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, final
+from itertools import islice
+from typing import Any, Generic, Protocol, TypeVar, final, runtime_checkable
+
+from suppress.time import to_millis
 
 from .errors import TopologyError
-from .windows import Window, Windowed
+from .windows import LONG_MAX, Window, Windowed
 
-__all__ = ("Serde", "SerdeError", "Serdes")
+__all__ = (
+    "Serde",
+    "SerdeError",
+    "Serdes",
+    "deserialize_from_topic",
+    "deserialize_produced",
+    "fallback_bytes",
+    "serialize_for_topic",
+    "serializer_of",
+    "windowed_serializer",
+)
 
 T = TypeVar("T")
-LONG_MAX = 2**63 - 1
+
+_PREFIX = 40
+"""How many characters or bytes of a value an error message shows."""
+_REASON = 200
+"""How many characters of the underlying exception's message an error message shows."""
 
 
 class SerdeError(TopologyError):
-    """A value that its serde cannot write, or bytes it cannot read."""
+    """A value that its serde cannot write, or bytes it cannot read.
+
+    The message names the serde and shows the value's type, length and first 40 characters
+    or bytes, never the whole value. ``topic`` is the topic of the record, when known.
+    """
+
+    def __init__(self, message: str, *, topic: str | None = None) -> None:
+        super().__init__(message)
+        self.topic = topic
+
+
+@runtime_checkable
+class Serde(Protocol[T]):
+    """What turns values of type ``T`` into ``bytes`` and back.
+
+    Implement it with a class that defines both methods; ``isinstance(obj, Serde)`` is true
+    for any object that has them. ``None`` must pass through both ways unchanged. An
+    optional ``name`` attribute (a ``str``) names the serde in error messages.
+    """
+
+    def serialize(self, value: T | None) -> bytes | None:
+        """Return the bytes of ``value``; ``None`` for ``None``.
+
+        :raises Exception: for a value it cannot write (the built-ins raise
+            :class:`SerdeError`).
+        """
+        ...
+
+    def deserialize(self, data: bytes | None) -> T | None:
+        """Return the value in ``data``; ``None`` for ``None``.
+
+        :raises Exception: for bytes it cannot read (the built-ins raise :class:`SerdeError`).
+        """
+        ...
+
+
+def _name_of(serde: object) -> str:
+    """The name of ``serde`` for messages: its ``name`` attribute, else its class name."""
+    name = getattr(serde, "name", None)
+    return name if isinstance(name, str) else type(serde).__qualname__
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = _repr.maxlong = _PREFIX
+_repr.maxlevel = 2
+_ITEMS = 4
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = _repr.maxfrozenset = _ITEMS
+
+
+def _head(value: object) -> object:
+    """A few items of a big dict or set (reprlib sorts them whole before cutting)."""
+    if isinstance(value, dict):
+        return dict(islice(value.items(), _ITEMS + 1))
+    if isinstance(value, set | frozenset):
+        return (set if isinstance(value, set) else frozenset)(islice(value, _ITEMS + 1))
+    return value
+
+
+def _describe(value: object) -> str:
+    """``value`` for an error message: its type, length if it has one, and a short prefix.
+
+    >>> _describe("x" * 100)
+    "str of length 100: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'..."
+    >>> _describe(7)
+    'int 7'
+    """
+    kind = type(value).__name__
+    if isinstance(value, str | bytes | bytearray | memoryview):
+        head = value[:_PREFIX]
+        if isinstance(head, memoryview):
+            head = head.tobytes()
+        more = "..." if len(value) > _PREFIX else ""
+        return f"{kind} of length {len(value)}: {head!r}{more}"
+    try:
+        size = len(value)  # type: ignore[arg-type]
+    except Exception:
+        return f"{kind} {_repr.repr(value)}"
+    return f"{kind} of length {size}: {_repr.repr(_head(value))}"
+
+
+def _reason(exc: BaseException) -> str:
+    """The message of ``exc``, cut to 200 characters (its class name when it has none)."""
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= _REASON else text[:_REASON] + "..."
+
+
+# -- the built-in serdes ----------------------------------------------------------------------
 
 
 @final
-class Serde(Generic[T]):
-    """A named pair of functions ``T -> bytes`` and ``bytes -> T``; ``None`` passes through.
+class _NamedSerde(Generic[T]):
+    """A built-in :class:`Serde`: a name and a pair of functions ``T -> bytes -> T``.
 
-    :raises SerdeError: from :meth:`serialize`/:meth:`deserialize` for values or bytes of the
-        wrong shape, naming the serde and the value's type.
+    Any exception of either function becomes a :class:`SerdeError` naming the serde.
     """
 
     __slots__ = ("name", "_to_bytes", "_from_bytes")
@@ -49,29 +162,46 @@ class Serde(Generic[T]):
         self._from_bytes = from_bytes
 
     def serialize(self, value: T | None) -> bytes | None:
-        """Bytes of ``value`` (``None`` for ``None``)."""
+        """Return the bytes of ``value`` (``None`` for ``None``).
+
+        :raises SerdeError: for a value of the wrong type or range, naming the serde.
+        """
         if value is None:
             return None
         try:
             return self._to_bytes(value)
-        except (TypeError, ValueError, struct.error, AttributeError, OverflowError,
-                pickle.PicklingError) as exc:
+        except Exception as exc:
             raise SerdeError(
-                f"serde {self.name} cannot serialize {type(value).__name__} {value!r}: {exc}"
+                f"serde {self.name} cannot serialize {_describe(value)}: {_reason(exc)}"
             ) from exc
 
     def deserialize(self, data: bytes | None) -> T | None:
-        """The value in ``data`` (``None`` for ``None``)."""
+        """Return the value in ``data`` (``None`` for ``None``).
+
+        :raises SerdeError: for bytes of the wrong length or content, naming the serde.
+        """
         if data is None:
             return None
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise SerdeError(f"serde {self.name} cannot deserialize {_describe(data)}: "
+                             "it reads bytes")
         try:
             return self._from_bytes(data)
-        except (TypeError, ValueError, struct.error, UnicodeDecodeError, EOFError,
-                pickle.UnpicklingError) as exc:
-            raise SerdeError(f"serde {self.name} cannot deserialize {data!r}: {exc}") from exc
+        except Exception as exc:
+            raise SerdeError(
+                f"serde {self.name} cannot deserialize {_describe(data)}: {_reason(exc)}"
+            ) from exc
 
     def __repr__(self) -> str:
         return f"Serde({self.name})"
+
+
+_LONG_STRUCT = struct.Struct(">q")
+_PACK_LONG = _LONG_STRUCT.pack
+_UNPACK_LONG = _LONG_STRUCT.unpack
+_PACK_DOUBLE = struct.Struct(">d").pack
+_UNPACK_DOUBLE = struct.Struct(">d").unpack
+_SESSION_STRUCT = struct.Struct(">qq")
 
 
 def _int_packer(fmt: str, what: str) -> Callable[[int], bytes]:
@@ -85,11 +215,15 @@ def _int_packer(fmt: str, what: str) -> Callable[[int], bytes]:
     return pack
 
 
-def _int_unpacker(fmt: str) -> Callable[[bytes], int]:
-    unpack = struct.Struct(fmt).unpack
+def _int_unpacker(fmt: str, what: str) -> Callable[[bytes], int]:
+    packer = struct.Struct(fmt)
+    unpack, size = packer.unpack, packer.size
 
     def read(data: bytes) -> int:
-        return unpack(data)[0]
+        if len(data) != size:
+            raise ValueError(f"{what} needs exactly {size} bytes, got {len(data)}")
+        value: int = unpack(data)[0]
+        return value
 
     return read
 
@@ -100,6 +234,10 @@ def _to_str_bytes(value: str) -> bytes:
     return value.encode("utf-8")
 
 
+def _from_str_bytes(data: bytes) -> str:
+    return bytes(data).decode("utf-8")
+
+
 def _to_raw_bytes(value: bytes) -> bytes:
     if not isinstance(value, bytes | bytearray | memoryview):
         raise TypeError("bytes serde needs bytes")
@@ -108,26 +246,82 @@ def _to_raw_bytes(value: bytes) -> bytes:
 
 def _to_double(value: float) -> bytes:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError("double serde needs a float")
-    return struct.pack(">d", value)
+        raise TypeError("double serde needs a float (or an int)")
+    return _PACK_DOUBLE(value)
+
+
+def _from_double(data: bytes) -> float:
+    if len(data) != 8:
+        raise ValueError(f"double serde needs exactly 8 bytes, got {len(data)}")
+    value: float = _UNPACK_DOUBLE(data)[0]
+    return value
 
 
 def _to_json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
-_STRING: Serde[str] = Serde("string", _to_str_bytes, lambda b: bytes(b).decode("utf-8"))
-_LONG: Serde[int] = Serde("long", _int_packer(">q", "long serde"), _int_unpacker(">q"))
-_INTEGER: Serde[int] = Serde("integer", _int_packer(">i", "integer serde"), _int_unpacker(">i"))
-_DOUBLE: Serde[float] = Serde("double", _to_double, lambda b: struct.unpack(">d", b)[0])
-_BYTES: Serde[bytes] = Serde("bytes", _to_raw_bytes, bytes)
-_JSON: Serde[Any] = Serde("json", _to_json, lambda b: json.loads(bytes(b).decode("utf-8")))
-_PICKLE: Serde[Any] = Serde("pickle", pickle.dumps, pickle.loads)
+def _from_json(data: bytes) -> Any:
+    return json.loads(bytes(data).decode("utf-8"))
+
+
+def _from_pickle(data: bytes) -> Any:
+    return pickle.loads(data)
+
+
+_STRING: _NamedSerde[str] = _NamedSerde("string", _to_str_bytes, _from_str_bytes)
+_LONG: _NamedSerde[int] = _NamedSerde("long", _int_packer(">q", "long serde"),
+                                      _int_unpacker(">q", "long serde"))
+_INTEGER: _NamedSerde[int] = _NamedSerde("integer", _int_packer(">i", "integer serde"),
+                                         _int_unpacker(">i", "integer serde"))
+_DOUBLE: _NamedSerde[float] = _NamedSerde("double", _to_double, _from_double)
+_BYTES: _NamedSerde[bytes] = _NamedSerde("bytes", _to_raw_bytes, bytes)
+_JSON: _NamedSerde[Any] = _NamedSerde("json", _to_json, _from_json)
+_PICKLE: _NamedSerde[Any] = _NamedSerde("pickle", pickle.dumps, _from_pickle)
+
+
+# -- windowed key layouts: written once, used by the serdes, the runtime and the fallback ----
+
+
+def _time_windowed_writer(inner: Callable[[Any], bytes | None]) -> Callable[[Windowed], bytes]:
+    """Kafka's time-windowed key layout: ``inner(key)`` bytes + start (8 bytes, big-endian)."""
+
+    def write(w: Windowed) -> bytes:
+        return (inner(w[0]) or b"") + _PACK_LONG(w[1][0])
+
+    return write
+
+
+def _session_windowed_writer(inner: Callable[[Any], bytes | None]
+                             ) -> Callable[[Windowed], bytes]:
+    """Kafka's session key layout: ``inner(key)`` bytes + end (8) + start (8), big-endian."""
+    pack = _SESSION_STRUCT.pack
+
+    def write(w: Windowed) -> bytes:
+        window = w[1]
+        return (inner(w[0]) or b"") + pack(window[1], window[0])
+
+    return write
+
+
+def _checked(write: Callable[[Windowed], bytes]) -> Callable[[Windowed], bytes]:
+    """``write`` for a serde: refuses anything but a :class:`Windowed` with a clear message."""
+
+    def to_bytes(w: Windowed) -> bytes:
+        if type(w) is not Windowed:
+            raise TypeError("a windowed serde needs a Windowed key")
+        return write(w)
+
+    return to_bytes
 
 
 @final
 class Serdes:
-    """Factory of the built-in serdes (Kafka's formats)."""
+    """Factory of the built-in serdes (Kafka's formats).
+
+    Each one raises :class:`SerdeError`, naming itself, for a value of the wrong type or
+    bytes of the wrong shape.
+    """
 
     @staticmethod
     def string() -> Serde[str]:
@@ -146,17 +340,24 @@ class Serdes:
 
     @staticmethod
     def double() -> Serde[float]:
-        """IEEE 754 double, 8 bytes big-endian."""
+        """IEEE 754 double, 8 bytes big-endian; NaN and infinities included.
+
+        An ``int`` is written as the nearest double (and read back as a ``float``).
+        """
         return _DOUBLE
 
     @staticmethod
     def bytes() -> Serde[bytes]:
-        """Raw bytes, unchanged."""
+        """Raw bytes, unchanged (``bytearray`` and ``memoryview`` are written as bytes)."""
         return _BYTES
 
     @staticmethod
     def json() -> Serde[Any]:
-        """Compact JSON (sorted keys) in UTF-8."""
+        """Compact JSON (sorted keys) in UTF-8.
+
+        JSON has no tuples and only string object keys: a tuple reads back as a list, an
+        ``int`` dict key as a string.
+        """
         return _JSON
 
     @staticmethod
@@ -173,43 +374,58 @@ class Serdes:
 
         The end is not stored; reading rebuilds it as ``start + window_size_ms``, capped at
         ``2**63 - 1``.
-        """
-        if window_size_ms <= 0:
-            raise ValueError(f"window size must be positive, got {window_size_ms}")
 
-        def to_bytes(w: Windowed) -> bytes:
-            return _inner_bytes(inner, w) + struct.pack(">q", w.window.start)
+        :param inner: the serde of the keys inside the windows.
+        :param window_size_ms: the window size in ms, larger than zero.
+        :raises TypeError: if ``inner`` is not a :class:`Serde` or the size not an ``int``.
+        :raises ValueError: for a size that is not larger than zero.
+        """
+        _require_serde(inner, "time_windowed inner serde")
+        size = to_millis(window_size_ms, "window size")
+        if size == 0:
+            raise ValueError("window size must be larger than zero, got 0 ms")
+        inner_deserialize = inner.deserialize
 
         def from_bytes(data: bytes) -> Windowed:
             if len(data) < 8:
-                raise ValueError("windowed key shorter than 8 bytes")
-            start = struct.unpack(">q", data[-8:])[0]
-            end = min(start + window_size_ms, LONG_MAX)
-            return Windowed(inner.deserialize(data[:-8]), Window(start, end))
+                raise ValueError(f"a time-windowed key has at least 8 bytes, got {len(data)}")
+            start: int = _UNPACK_LONG(data[-8:])[0]
+            window = Window(start, min(start + size, LONG_MAX))
+            return Windowed(inner_deserialize(data[:-8]), window)
 
-        return Serde(f"time_windowed({inner.name}, {window_size_ms})", to_bytes, from_bytes)
+        name = f"time_windowed({_name_of(inner)}, {size})"
+        return _NamedSerde(name, _checked(_time_windowed_writer(inner.serialize)), from_bytes)
 
     @staticmethod
     def session_windowed(inner: Serde[Any]) -> Serde[Windowed]:
-        """Kafka's session-windowed key: inner key bytes + end (8) + start (8), big-endian."""
+        """Kafka's session-windowed key: inner key bytes + end (8) + start (8), big-endian.
 
-        def to_bytes(w: Windowed) -> bytes:
-            return _inner_bytes(inner, w) + struct.pack(">qq", w.window.end, w.window.start)
+        :param inner: the serde of the keys inside the sessions.
+        :raises TypeError: if ``inner`` is not a :class:`Serde`.
+        """
+        _require_serde(inner, "session_windowed inner serde")
+        inner_deserialize = inner.deserialize
+        unpack = _SESSION_STRUCT.unpack
 
         def from_bytes(data: bytes) -> Windowed:
             if len(data) < 16:
-                raise ValueError("session-windowed key shorter than 16 bytes")
-            end, start = struct.unpack(">qq", data[-16:])
-            return Windowed(inner.deserialize(data[:-16]), Window(start, end))
+                raise ValueError(
+                    f"a session-windowed key has at least 16 bytes, got {len(data)}")
+            end, start = unpack(data[-16:])
+            return Windowed(inner_deserialize(data[:-16]), Window(start, end))
 
-        return Serde(f"session_windowed({inner.name})", to_bytes, from_bytes)
+        name = f"session_windowed({_name_of(inner)})"
+        return _NamedSerde(name, _checked(_session_windowed_writer(inner.serialize)),
+                           from_bytes)
 
 
-def _inner_bytes(inner: Serde[Any], w: Windowed) -> bytes:
-    if not isinstance(w, Windowed):
-        raise TypeError("windowed serde needs a Windowed key")
-    data = inner.serialize(w.key)
-    return b"" if data is None else data
+def _require_serde(serde: object, what: str) -> None:
+    if not isinstance(serde, Serde):
+        raise TypeError(f"{what} must be a Serde (see topology.Serdes), "
+                        f"got {type(serde).__name__}")
+
+
+# -- bytes of data without a serde ------------------------------------------------------------
 
 
 def fallback_bytes(value: Any) -> bytes:
@@ -227,19 +443,22 @@ def fallback_bytes(value: Any) -> bytes:
         return b"\x01" if value else b"\x00"
     if isinstance(value, int):
         if -(2**63) <= value < 2**63:
-            return struct.pack(">q", value)
+            return _PACK_LONG(value)
         return str(value).encode("ascii")
     if isinstance(value, float):
-        return struct.pack(">d", value)
+        return _PACK_DOUBLE(value)
     if isinstance(value, Windowed):
-        return fallback_bytes(value.key) + struct.pack(">q", value.window.start)
+        return _windowed_fallback(value)
     try:
         return _to_json(value)
     except (TypeError, ValueError):
         return pickle.dumps(value)
 
 
-_PACK_LONG = struct.Struct(">q").pack
+_windowed_fallback = _time_windowed_writer(fallback_bytes)
+
+
+# -- serializers for the runtime ----------------------------------------------------------------
 
 
 def _serialize_long(value: Any) -> bytes | None:
@@ -252,7 +471,10 @@ def _serialize_long(value: Any) -> bytes | None:
 def _serialize_string(value: Any) -> bytes | None:
     """``Serdes.string().serialize`` with the common case (a str) first."""
     if type(value) is str:
-        return value.encode("utf-8")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # the serde raises its own error below
     return _STRING.serialize(value)  # None, or the serde's own error for anything else
 
 
@@ -263,7 +485,7 @@ _FAST_SERIALIZERS: dict[int, Callable[[Any], bytes | None]] = {
 
 
 def serializer_of(serde: Serde[Any] | None) -> Callable[[Any], bytes | None]:
-    """The serialize function of ``serde``, or :func:`fallback_bytes` without one.
+    """Return the serialize function of ``serde``, or :func:`fallback_bytes` without one.
 
     For ``Serdes.long()`` and ``Serdes.string()`` it is a faster function with the same
     results and errors.
@@ -273,15 +495,68 @@ def serializer_of(serde: Serde[Any] | None) -> Callable[[Any], bytes | None]:
     return _FAST_SERIALIZERS.get(id(serde), serde.serialize)
 
 
-def windowed_serializer(inner: Serde[Any] | None, session: bool
-                        ) -> Callable[[Any], bytes]:
-    """Serializer of windowed keys in Kafka's layout over ``inner`` (or the fallback)."""
-    inner_ser = serializer_of(inner)
-    if session:
-        def ser_session(w: Windowed) -> bytes:
-            return (inner_ser(w.key) or b"") + struct.pack(">qq", w.window.end, w.window.start)
-        return ser_session
+def windowed_serializer(inner: Serde[Any] | None, session: bool) -> Callable[[Any], bytes]:
+    """Return the serializer of windowed keys in Kafka's layout over ``inner``.
 
-    def ser_time(w: Windowed) -> bytes:
-        return (inner_ser(w.key) or b"") + struct.pack(">q", w.window.start)
-    return ser_time
+    :param inner: the serde of the keys inside the windows; ``None``: :func:`fallback_bytes`.
+    :param session: Kafka's session layout (key + end + start) instead of the time-windowed
+        one (key + start).
+    """
+    inner_ser = serializer_of(inner)
+    return _session_windowed_writer(inner_ser) if session else _time_windowed_writer(inner_ser)
+
+
+# -- running a serde for a record of a topic --------------------------------------------------
+
+
+def serialize_for_topic(serde: Serde[Any], value: Any, topic: str,
+                        part: str = "value") -> bytes | None:
+    """Return ``serde.serialize(value)`` for the ``part`` (key or value) of a record of ``topic``.
+
+    :raises SerdeError: if the serde fails (with any exception), saying "cannot serialize",
+        naming the topic, the part and the serde; ``topic`` is set on the error.
+    """
+    try:
+        return serde.serialize(value)
+    except Exception as exc:
+        detail = exc if isinstance(exc, SerdeError) else (
+            f"serde {_name_of(serde)} failed on {_describe(value)}: {_reason(exc)}")
+        raise SerdeError(f"cannot serialize the {part} of a record for topic {topic!r}: "
+                         f"{detail}", topic=topic) from exc
+
+
+def deserialize_from_topic(serde: Serde[T], data: bytes | None, topic: str,
+                           part: str = "value") -> T | None:
+    """Return ``serde.deserialize(data)`` for the ``part`` (key or value) of a record of ``topic``.
+
+    :raises SerdeError: if the serde fails (with any exception), saying "cannot deserialize",
+        naming the topic, the part and the serde; ``topic`` is set on the error.
+    """
+    try:
+        return serde.deserialize(data)
+    except Exception as exc:
+        detail = exc if isinstance(exc, SerdeError) else (
+            f"serde {_name_of(serde)} failed on {_describe(data)}: {_reason(exc)}")
+        raise SerdeError(f"cannot deserialize the {part} of a record of topic {topic!r}: "
+                         f"{detail}", topic=topic) from exc
+
+
+def deserialize_produced(serde: Serde[T], value: Any, topic: str,
+                         part: str = "value") -> T | None:
+    """Return what a reader with ``serde`` sees of ``value``, written to ``topic`` unserialized.
+
+    For a record that the topology wrote without a serde (kept as the object) and that is
+    read with one: ``serde.deserialize(serde.serialize(value))``. Reading is what fails, so
+    a value the serde cannot write is reported as "cannot deserialize".
+
+    :raises SerdeError: if either step fails, saying "cannot deserialize", naming the topic,
+        the part, the serde and the value's type; ``topic`` is set on the error.
+    """
+    try:
+        return serde.deserialize(serde.serialize(value))
+    except Exception as exc:
+        name = _name_of(serde)
+        raise SerdeError(
+            f"cannot deserialize the {part} of a record of topic {topic!r} with serde "
+            f"{name}: the topology wrote it without a serde as {_describe(value)}, which "
+            f"serde {name} does not read back ({_reason(exc)})", topic=topic) from exc
