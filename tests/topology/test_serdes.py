@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from suppress import BufferConfig, Suppressed
 from topology import (
     Consumed,
     Grouped,
@@ -27,7 +32,8 @@ from topology.serde import (
     SerdeError,
     deserialize_from_topic,
     deserialize_produced,
-    fallback_bytes,
+    fallback_key_bytes,
+    fallback_value_bytes,
     serialize_for_topic,
     serializer_of,
     windowed_serializer,
@@ -266,6 +272,8 @@ def test_time_windowed_end_is_capped_at_long_max() -> None:
     (lambda: Serdes.long().deserialize(b"\x07" * TEN_MB), TEN_MB),
     (lambda: Serdes.string().deserialize(b"a" * TEN_MB + b"\xff"), TEN_MB + 1),
     (lambda: Serdes.json().deserialize(b"[" * TEN_MB), TEN_MB),
+    (lambda: fallback_key_bytes(frozenset(range(TEN_MB))), TEN_MB),
+    (lambda: fallback_value_bytes({"a": "x" * TEN_MB, "b": {1}}), 2),
     (lambda: deserialize_from_topic(NamelessSerde(), b"\x00" * TEN_MB, "t"), TEN_MB),
     (lambda: deserialize_produced(Serdes.long(), "x" * TEN_MB, "t"), TEN_MB),
 ])
@@ -382,7 +390,213 @@ def test_one_windowed_layout_everywhere(key: str, start: int, length: int) -> No
     time_bytes = Serdes.time_windowed(Serdes.string(), length + 1).serialize(w)
     assert windowed_serializer(Serdes.string(), session=False)(w) == time_bytes
     assert windowed_serializer(None, session=False)(w) == time_bytes
-    assert fallback_bytes(w) == time_bytes
+    assert fallback_key_bytes(w) == time_bytes
     session_bytes = Serdes.session_windowed(Serdes.string()).serialize(w)
     assert windowed_serializer(Serdes.string(), session=True)(w) == session_bytes
     assert windowed_serializer(None, session=True)(w) == session_bytes
+
+
+# -- keys without a serde -------------------------------------------------------------------------
+
+@given(st.lists(st.text(), max_size=20))
+def test_str_keys_have_the_string_serde_bytes_and_order(keys: list[str]) -> None:
+    for key in keys:
+        assert fallback_key_bytes(key) == Serdes.string().serialize(key)
+    assert sorted(keys, key=fallback_key_bytes) == sorted(keys)  # UTF-8 order = code points
+
+
+@given(st.lists(st.integers(LONG_MIN, LONG_MAX), max_size=20))
+def test_int_keys_have_the_long_serde_bytes_and_order(keys: list[int]) -> None:
+    for key in keys:
+        assert fallback_key_bytes(key) == Serdes.long().serialize(key)
+    long_bytes = serializer_of(Serdes.long())
+    assert sorted(keys, key=fallback_key_bytes) == sorted(keys, key=long_bytes)
+
+
+@given(st.floats())
+def test_float_keys_have_the_double_serde_bytes(key: float) -> None:
+    assert fallback_key_bytes(key) == Serdes.double().serialize(key)
+
+
+@given(st.binary())
+def test_bytes_keys_are_kept_as_they_are(key: bytes) -> None:
+    assert fallback_key_bytes(key) == key
+
+
+def test_bool_and_none_keys() -> None:
+    assert fallback_key_bytes(False) == b"\x00"
+    assert fallback_key_bytes(True) == b"\x01"
+    assert fallback_key_bytes(None) == b""
+
+
+@pytest.mark.parametrize("key", [2**63, -(2**63) - 1, ("a", 2**64)])
+def test_ints_outside_64_bits_are_refused(key: Any) -> None:
+    with pytest.raises(SerdeError, match="outside the range of Kafka's long"):
+        fallback_key_bytes(key)
+
+
+@pytest.mark.parametrize("key", [frozenset({1}), {"a": 1}, ["a"], Local(), 1j, ("a", {1}),
+                                 Window])
+def test_other_keys_are_refused_naming_the_type_and_asking_for_a_key_serde(key: Any) -> None:
+    with pytest.raises(SerdeError) as info:
+        fallback_key_bytes(key)
+    message = str(info.value)
+    assert "give a serde" in message or "Consumed(key_serde=...)" in message
+    element = key[1] if isinstance(key, tuple) else key
+    assert type(element).__qualname__ in message
+
+
+def test_a_key_of_a_local_class_names_the_class() -> None:
+    class Point:
+        pass
+
+    with pytest.raises(SerdeError, match=r"a key of type test_a_key_of_a_local_class_names_the_"
+                                         r"class.<locals>.Point has no key serde.*"
+                                         r"Consumed\(key_serde=...\)"):
+        fallback_key_bytes(Point())
+
+
+def test_subclasses_of_the_supported_types_are_written_as_their_base() -> None:
+    import enum
+
+    class Colour(enum.IntEnum):
+        RED = 1
+
+    class Name(str):
+        pass
+
+    assert fallback_key_bytes(Colour.RED) == fallback_key_bytes(1)
+    assert fallback_key_bytes(Name("a")) == b"a"
+    assert fallback_key_bytes(Window(1, 2)) == fallback_key_bytes((1, 2))
+
+
+SCALARS = {
+    "none": st.none(),
+    "bool": st.booleans(),
+    "int": st.integers(LONG_MIN, LONG_MAX),
+    "float": st.floats(allow_nan=False).map(lambda f: f + 0.0),  # no -0.0: equal to 0.0
+    "bytes": st.binary(max_size=6),
+    "str": st.text(max_size=6),
+}
+shapes = st.lists(
+    st.recursive(st.sampled_from(sorted(SCALARS)),
+                 lambda inner: st.lists(inner, max_size=3).map(tuple), max_leaves=6),
+    max_size=4,
+).map(tuple)
+
+
+def of_shape(shape: Any) -> st.SearchStrategy[Any]:
+    if isinstance(shape, str):
+        return SCALARS[shape]
+    return st.tuples(*(of_shape(s) for s in shape))
+
+
+@given(shapes.flatmap(lambda shape: st.tuples(of_shape(shape), of_shape(shape))))
+def test_tuples_of_one_shape_order_as_python_orders_them(pair: tuple[Any, Any]) -> None:
+    a, b = pair
+    ka, kb = fallback_key_bytes(a), fallback_key_bytes(b)
+    assert (ka == kb) == (a == b)
+    if a != b:
+        assert (ka < kb) == (a < b)
+
+
+def typed(value: Any) -> Any:
+    """What the key bytes must tell apart: types, float bits and nesting."""
+    if isinstance(value, tuple):
+        return ("tuple", tuple(typed(v) for v in value))
+    if isinstance(value, float):
+        return ("float", struct.pack(">d", value))
+    return (type(value).__name__, value)
+
+
+any_tuples = st.recursive(st.one_of(*SCALARS.values(), st.floats()),
+                          lambda inner: st.lists(inner, max_size=3).map(tuple), max_leaves=8
+                          ).filter(lambda v: isinstance(v, tuple))
+
+
+@given(any_tuples, any_tuples)
+def test_tuple_bytes_are_unambiguous(a: tuple[Any, ...], b: tuple[Any, ...]) -> None:
+    assert (fallback_key_bytes(a) == fallback_key_bytes(b)) == (typed(a) == typed(b))
+    assert fallback_key_bytes(a + b).startswith(fallback_key_bytes(a))
+    if b:
+        assert fallback_key_bytes(a) < fallback_key_bytes(a + b)
+
+
+def test_tuple_layout_by_example() -> None:
+    assert fallback_key_bytes(()) == b""
+    assert fallback_key_bytes((None, False, True)) == b"\x01\x02\x03"
+    assert fallback_key_bytes((1,)) == b"\x04" + struct.pack(">Q", 2**63 + 1)
+    assert fallback_key_bytes(("a\x00b",)) == b"\x07a\x00\xffb\x00"
+    assert fallback_key_bytes((b"",)) == b"\x06\x00"
+    assert fallback_key_bytes(((),)) == b"\x08\x00"
+    assert fallback_key_bytes((-1.0,)) < fallback_key_bytes((-0.0,)) < fallback_key_bytes((0.0,))
+    assert fallback_key_bytes((-math.inf,)) < fallback_key_bytes((-1.0,))
+    assert fallback_key_bytes((math.inf,)) < fallback_key_bytes((math.nan,))
+    assert fallback_key_bytes(("a", ("b", 2))) < fallback_key_bytes(("a", ("b", 2), None))
+
+
+KEYS_SCRIPT = """
+from topology import Window, Windowed
+from topology.serde import fallback_key_bytes
+keys = [("a", 1, 2.5, b"x", None, True), (("nested", ("deeper", -3)), "é"), ("s",) * 5,
+        Windowed(("t", 7), Window(0, 10)), "plain", 12, -0.5]
+print([fallback_key_bytes(k).hex() for k in keys])
+"""
+
+
+def test_key_bytes_do_not_depend_on_the_hash_seed() -> None:
+    root = Path(__file__).resolve().parents[2]
+    outputs = []
+    for seed in ("0", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)}
+        done = subprocess.run([sys.executable, "-c", KEYS_SCRIPT], env=env, cwd=root,
+                              capture_output=True, text=True, check=True)
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].startswith("['07610004")
+
+
+# -- values without a serde -----------------------------------------------------------------------
+
+@given(json_values.filter(lambda v: isinstance(v, dict | list)))
+def test_dict_and_list_values_are_compact_sorted_json(value: Any) -> None:
+    assert fallback_value_bytes(value) == Serdes.json().serialize(value)
+
+
+@pytest.mark.parametrize("value", ["a", 1, 2.5, b"x", True, ("a", 1),
+                                   Windowed("k", Window(0, 1))])
+def test_other_values_have_their_key_bytes(value: Any) -> None:
+    assert fallback_value_bytes(value) == fallback_key_bytes(value)
+
+
+@pytest.mark.parametrize("value", [{1, 2}, Local(), {"a": {1}}, [object()]])
+def test_unsupported_values_ask_for_a_value_serde(value: Any) -> None:
+    with pytest.raises(SerdeError, match=r"value serde.*Materialized\(value_serde=...\)"):
+        fallback_value_bytes(value)
+
+
+def test_serializer_of_without_a_serde_gives_the_fallbacks() -> None:
+    assert serializer_of(None) is fallback_key_bytes
+    assert serializer_of(None, fallback_value_bytes) is fallback_value_bytes
+    assert serializer_of(Serdes.json(), fallback_value_bytes) == Serdes.json().serialize
+
+
+def bounded_suppression(value: Any) -> list[Any]:
+    b = StreamsBuilder()
+    (b.table("in")
+     .suppress(Suppressed.until_time_limit(10, BufferConfig.max_bytes(10_000)))
+     .to_stream().to("out"))
+    with TopologyTestDriver(b.build()) as driver:
+        topic = driver.create_input_topic("in")
+        topic.pipe_input(("k", 1), value, 0)
+        topic.pipe_input(("k", 2), value, 20)
+        return driver.create_output_topic("out").read_values_to_list()
+
+
+def test_a_max_bytes_suppression_measures_dict_values_without_a_serde() -> None:
+    assert bounded_suppression({"n": [1, 2]}) == [{"n": [1, 2]}]
+
+
+def test_a_max_bytes_suppression_refuses_values_it_cannot_measure() -> None:
+    with pytest.raises(SerdeError, match="value serde"):
+        bounded_suppression({1, 2})
