@@ -1,7 +1,10 @@
-r"""Serializers and deserializers with Kafka's byte formats.
+r"""Serializers and deserializers with Kafka's byte formats, and the bytes of data without one.
 
-A :class:`Serde` turns values into ``bytes`` and back; ``None`` (a tombstone) stays ``None``
-both ways. :class:`Serdes` gives the built-in ones.
+**Serdes.** A :class:`Serde` is anything with ``serialize(value) -> bytes | None`` and
+``deserialize(data) -> value | None``; ``None`` (a tombstone) stays ``None`` both ways. A
+user's class implements it by defining those two methods (no base class needed; an optional
+``name`` attribute is used in error messages). :class:`Serdes` gives the built-in ones, with
+Kafka's formats.
 
 >>> Serdes.long().serialize(1)
 b'\x00\x00\x00\x00\x00\x00\x00\x01'
@@ -9,35 +12,188 @@ b'\x00\x00\x00\x00\x00\x00\x00\x01'
 >>> s = Serdes.time_windowed(Serdes.string(), 10)
 >>> s.deserialize(s.serialize(Windowed("a", Window(0, 10))))
 Windowed(key='a', window=Window(start=0, end=10))
+
+**Keys without a serde** (:func:`fallback_key_bytes`). Stores and suppression buffers order
+keys by their bytes, so a key that no serde describes still gets deterministic bytes, the same
+in every process (no pickle, nothing that depends on ``PYTHONHASHSEED``):
+
+======================  ==============================================================
+``str``                 UTF-8, exactly as ``Serdes.string()`` (so the same order)
+``bytes``               as is, as ``Serdes.bytes()``
+``int``                 8 bytes big-endian two's complement, exactly as ``Serdes.long()``
+                        (so the same order: negative keys after positive ones, as bytes
+                        compare unsigned); outside ``[-2**63, 2**63)`` a :class:`SerdeError`
+``float``               8 bytes big-endian IEEE 754, exactly as ``Serdes.double()``
+``bool``                one byte, ``0x00``/``0x01`` (Kafka's boolean serializer)
+``None``                no bytes
+``Windowed``            the key's bytes + start (8 bytes big-endian): Kafka's
+                        time-windowed layout, as ``Serdes.time_windowed``
+``tuple``               each element with a one-byte type tag, see below
+anything else           :class:`SerdeError` naming the type and asking for a key serde
+======================  ==============================================================
+
+A tuple's bytes are its elements' encodings, one after the other. Each element starts with a
+tag byte, ordered ``None (0x01) < False (0x02) < True (0x03) < int (0x04) < float (0x05) <
+bytes (0x06) < str (0x07) < tuple (0x08)``, followed by:
+
+- int: 8 bytes big-endian of ``value + 2**63`` (byte order is numeric order);
+- float: the 8 IEEE 754 bytes with the sign bit flipped, all bits flipped for negative
+  numbers (byte order is numeric order; ``-0.0`` before ``0.0``, NaN at the ends);
+- bytes, str (UTF-8): the bytes with every ``0x00`` written as ``0x00 0xFF``, then ``0x00``;
+- tuple: its elements, then ``0x00``;
+- None, False, True: nothing more.
+
+No two tuples share their bytes (keys of different top-level types may, as with Kafka's
+untagged formats: ``"a"`` and ``b"a"``), and tuples of the same shape (each position always of
+one type) order exactly as Python orders them; elements of different types order by tag, and a
+tuple comes before any longer tuple it begins. Named tuples are tuples here.
+Ints and floats inside tuples use the numeric layouts above, not the bare-key ones (those are
+Kafka's, and Kafka has no tuples). Keys that Python finds equal across types (``1``, ``1.0``,
+``True``) have different bytes: give such keys one type.
+
+**Values without a serde** (:func:`fallback_value_bytes`) are only measured, for a suppression
+with a ``max_bytes`` limit: the types above have the same bytes as keys, ``dict`` and ``list``
+are compact JSON with sorted keys, anything else is a :class:`SerdeError` asking for a value
+serde.
+
+**Errors.** A :class:`SerdeError` never holds the whole value: it shows the value's type,
+length and the ``repr`` of its first 40 characters or bytes. :func:`serialize_for_topic`,
+:func:`deserialize_from_topic` and :func:`deserialize_produced` run a serde for a record of a
+topic, and their errors name the topic.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 import pickle
+import reprlib
 import struct
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, final
+from itertools import islice
+from typing import Any, Generic, Protocol, TypeVar, final, runtime_checkable
+
+from suppress.time import to_millis
 
 from .errors import TopologyError
-from .windows import Window, Windowed
+from .windows import LONG_MAX, Window, Windowed
 
-__all__ = ("Serde", "SerdeError", "Serdes")
+__all__ = (
+    "Serde",
+    "SerdeError",
+    "Serdes",
+    "deserialize_from_topic",
+    "deserialize_produced",
+    "fallback_key_bytes",
+    "fallback_value_bytes",
+    "serialize_for_topic",
+    "serializer_of",
+    "windowed_serializer",
+)
 
 T = TypeVar("T")
-LONG_MAX = 2**63 - 1
+
+_PREFIX = 40
+"""How many characters or bytes of a value an error message shows."""
+_REASON = 200
+"""How many characters of the underlying exception's message an error message shows."""
 
 
 class SerdeError(TopologyError):
-    """A value that its serde cannot write, or bytes it cannot read."""
+    """A value that its serde cannot write, or bytes it cannot read.
+
+    The message names the serde and shows the value's type, length and first 40 characters
+    or bytes, never the whole value. ``topic`` is the topic of the record, when known.
+    """
+
+    def __init__(self, message: str, *, topic: str | None = None) -> None:
+        super().__init__(message)
+        self.topic = topic
+
+
+@runtime_checkable
+class Serde(Protocol[T]):
+    """What turns values of type ``T`` into ``bytes`` and back.
+
+    Implement it with a class that defines both methods; ``isinstance(obj, Serde)`` is true
+    for any object that has them. ``None`` must pass through both ways unchanged. An
+    optional ``name`` attribute (a ``str``) names the serde in error messages.
+    """
+
+    def serialize(self, value: T | None) -> bytes | None:
+        """Return the bytes of ``value``; ``None`` for ``None``.
+
+        :raises Exception: for a value it cannot write (the built-ins raise
+            :class:`SerdeError`).
+        """
+        ...
+
+    def deserialize(self, data: bytes | None) -> T | None:
+        """Return the value in ``data``; ``None`` for ``None``.
+
+        :raises Exception: for bytes it cannot read (the built-ins raise :class:`SerdeError`).
+        """
+        ...
+
+
+def _name_of(serde: object) -> str:
+    """The name of ``serde`` for messages: its ``name`` attribute, else its class name."""
+    name = getattr(serde, "name", None)
+    return name if isinstance(name, str) else type(serde).__qualname__
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = _repr.maxlong = _PREFIX
+_repr.maxlevel = 2
+_ITEMS = 4
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = _repr.maxfrozenset = _ITEMS
+
+
+def _head(value: object) -> object:
+    """A few items of a big dict or set (reprlib sorts them whole before cutting)."""
+    if isinstance(value, dict):
+        return dict(islice(value.items(), _ITEMS + 1))
+    if isinstance(value, set | frozenset):
+        return (set if isinstance(value, set) else frozenset)(islice(value, _ITEMS + 1))
+    return value
+
+
+def _describe(value: object) -> str:
+    """``value`` for an error message: its type, length if it has one, and a short prefix.
+
+    >>> _describe("x" * 100)
+    "str of length 100: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'..."
+    >>> _describe(7)
+    'int 7'
+    """
+    kind = type(value).__name__
+    if isinstance(value, str | bytes | bytearray | memoryview):
+        head = value[:_PREFIX]
+        if isinstance(head, memoryview):
+            head = head.tobytes()
+        more = "..." if len(value) > _PREFIX else ""
+        return f"{kind} of length {len(value)}: {head!r}{more}"
+    try:
+        size = len(value)  # type: ignore[arg-type]
+    except Exception:
+        return f"{kind} {_repr.repr(value)}"
+    return f"{kind} of length {size}: {_repr.repr(_head(value))}"
+
+
+def _reason(exc: BaseException) -> str:
+    """The message of ``exc``, cut to 200 characters (its class name when it has none)."""
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= _REASON else text[:_REASON] + "..."
+
+
+# -- the built-in serdes ----------------------------------------------------------------------
 
 
 @final
-class Serde(Generic[T]):
-    """A named pair of functions ``T -> bytes`` and ``bytes -> T``; ``None`` passes through.
+class _NamedSerde(Generic[T]):
+    """A built-in :class:`Serde`: a name and a pair of functions ``T -> bytes -> T``.
 
-    :raises SerdeError: from :meth:`serialize`/:meth:`deserialize` for values or bytes of the
-        wrong shape, naming the serde and the value's type.
+    Any exception of either function becomes a :class:`SerdeError` naming the serde.
     """
 
     __slots__ = ("name", "_to_bytes", "_from_bytes")
@@ -49,29 +205,46 @@ class Serde(Generic[T]):
         self._from_bytes = from_bytes
 
     def serialize(self, value: T | None) -> bytes | None:
-        """Bytes of ``value`` (``None`` for ``None``)."""
+        """Return the bytes of ``value`` (``None`` for ``None``).
+
+        :raises SerdeError: for a value of the wrong type or range, naming the serde.
+        """
         if value is None:
             return None
         try:
             return self._to_bytes(value)
-        except (TypeError, ValueError, struct.error, AttributeError, OverflowError,
-                pickle.PicklingError) as exc:
+        except Exception as exc:
             raise SerdeError(
-                f"serde {self.name} cannot serialize {type(value).__name__} {value!r}: {exc}"
+                f"serde {self.name} cannot serialize {_describe(value)}: {_reason(exc)}"
             ) from exc
 
     def deserialize(self, data: bytes | None) -> T | None:
-        """The value in ``data`` (``None`` for ``None``)."""
+        """Return the value in ``data`` (``None`` for ``None``).
+
+        :raises SerdeError: for bytes of the wrong length or content, naming the serde.
+        """
         if data is None:
             return None
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise SerdeError(f"serde {self.name} cannot deserialize {_describe(data)}: "
+                             "it reads bytes")
         try:
             return self._from_bytes(data)
-        except (TypeError, ValueError, struct.error, UnicodeDecodeError, EOFError,
-                pickle.UnpicklingError) as exc:
-            raise SerdeError(f"serde {self.name} cannot deserialize {data!r}: {exc}") from exc
+        except Exception as exc:
+            raise SerdeError(
+                f"serde {self.name} cannot deserialize {_describe(data)}: {_reason(exc)}"
+            ) from exc
 
     def __repr__(self) -> str:
         return f"Serde({self.name})"
+
+
+_LONG_STRUCT = struct.Struct(">q")
+_PACK_LONG = _LONG_STRUCT.pack
+_UNPACK_LONG = _LONG_STRUCT.unpack
+_PACK_DOUBLE = struct.Struct(">d").pack
+_UNPACK_DOUBLE = struct.Struct(">d").unpack
+_SESSION_STRUCT = struct.Struct(">qq")
 
 
 def _int_packer(fmt: str, what: str) -> Callable[[int], bytes]:
@@ -85,11 +258,15 @@ def _int_packer(fmt: str, what: str) -> Callable[[int], bytes]:
     return pack
 
 
-def _int_unpacker(fmt: str) -> Callable[[bytes], int]:
-    unpack = struct.Struct(fmt).unpack
+def _int_unpacker(fmt: str, what: str) -> Callable[[bytes], int]:
+    packer = struct.Struct(fmt)
+    unpack, size = packer.unpack, packer.size
 
     def read(data: bytes) -> int:
-        return unpack(data)[0]
+        if len(data) != size:
+            raise ValueError(f"{what} needs exactly {size} bytes, got {len(data)}")
+        value: int = unpack(data)[0]
+        return value
 
     return read
 
@@ -100,6 +277,10 @@ def _to_str_bytes(value: str) -> bytes:
     return value.encode("utf-8")
 
 
+def _from_str_bytes(data: bytes) -> str:
+    return bytes(data).decode("utf-8")
+
+
 def _to_raw_bytes(value: bytes) -> bytes:
     if not isinstance(value, bytes | bytearray | memoryview):
         raise TypeError("bytes serde needs bytes")
@@ -108,26 +289,82 @@ def _to_raw_bytes(value: bytes) -> bytes:
 
 def _to_double(value: float) -> bytes:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError("double serde needs a float")
-    return struct.pack(">d", value)
+        raise TypeError("double serde needs a float (or an int)")
+    return _PACK_DOUBLE(value)
+
+
+def _from_double(data: bytes) -> float:
+    if len(data) != 8:
+        raise ValueError(f"double serde needs exactly 8 bytes, got {len(data)}")
+    value: float = _UNPACK_DOUBLE(data)[0]
+    return value
 
 
 def _to_json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
-_STRING: Serde[str] = Serde("string", _to_str_bytes, lambda b: bytes(b).decode("utf-8"))
-_LONG: Serde[int] = Serde("long", _int_packer(">q", "long serde"), _int_unpacker(">q"))
-_INTEGER: Serde[int] = Serde("integer", _int_packer(">i", "integer serde"), _int_unpacker(">i"))
-_DOUBLE: Serde[float] = Serde("double", _to_double, lambda b: struct.unpack(">d", b)[0])
-_BYTES: Serde[bytes] = Serde("bytes", _to_raw_bytes, bytes)
-_JSON: Serde[Any] = Serde("json", _to_json, lambda b: json.loads(bytes(b).decode("utf-8")))
-_PICKLE: Serde[Any] = Serde("pickle", pickle.dumps, pickle.loads)
+def _from_json(data: bytes) -> Any:
+    return json.loads(bytes(data).decode("utf-8"))
+
+
+def _from_pickle(data: bytes) -> Any:
+    return pickle.loads(data)
+
+
+_STRING: _NamedSerde[str] = _NamedSerde("string", _to_str_bytes, _from_str_bytes)
+_LONG: _NamedSerde[int] = _NamedSerde("long", _int_packer(">q", "long serde"),
+                                      _int_unpacker(">q", "long serde"))
+_INTEGER: _NamedSerde[int] = _NamedSerde("integer", _int_packer(">i", "integer serde"),
+                                         _int_unpacker(">i", "integer serde"))
+_DOUBLE: _NamedSerde[float] = _NamedSerde("double", _to_double, _from_double)
+_BYTES: _NamedSerde[bytes] = _NamedSerde("bytes", _to_raw_bytes, bytes)
+_JSON: _NamedSerde[Any] = _NamedSerde("json", _to_json, _from_json)
+_PICKLE: _NamedSerde[Any] = _NamedSerde("pickle", pickle.dumps, _from_pickle)
+
+
+# -- windowed key layouts: written once, used by the serdes, the runtime and the fallback ----
+
+
+def _time_windowed_writer(inner: Callable[[Any], bytes | None]) -> Callable[[Windowed], bytes]:
+    """Kafka's time-windowed key layout: ``inner(key)`` bytes + start (8 bytes, big-endian)."""
+
+    def write(w: Windowed) -> bytes:
+        return (inner(w[0]) or b"") + _PACK_LONG(w[1][0])
+
+    return write
+
+
+def _session_windowed_writer(inner: Callable[[Any], bytes | None]
+                             ) -> Callable[[Windowed], bytes]:
+    """Kafka's session key layout: ``inner(key)`` bytes + end (8) + start (8), big-endian."""
+    pack = _SESSION_STRUCT.pack
+
+    def write(w: Windowed) -> bytes:
+        window = w[1]
+        return (inner(w[0]) or b"") + pack(window[1], window[0])
+
+    return write
+
+
+def _checked(write: Callable[[Windowed], bytes]) -> Callable[[Windowed], bytes]:
+    """``write`` for a serde: refuses anything but a :class:`Windowed` with a clear message."""
+
+    def to_bytes(w: Windowed) -> bytes:
+        if type(w) is not Windowed:
+            raise TypeError("a windowed serde needs a Windowed key")
+        return write(w)
+
+    return to_bytes
 
 
 @final
 class Serdes:
-    """Factory of the built-in serdes (Kafka's formats)."""
+    """Factory of the built-in serdes (Kafka's formats).
+
+    Each one raises :class:`SerdeError`, naming itself, for a value of the wrong type or
+    bytes of the wrong shape.
+    """
 
     @staticmethod
     def string() -> Serde[str]:
@@ -146,17 +383,24 @@ class Serdes:
 
     @staticmethod
     def double() -> Serde[float]:
-        """IEEE 754 double, 8 bytes big-endian."""
+        """IEEE 754 double, 8 bytes big-endian; NaN and infinities included.
+
+        An ``int`` is written as the nearest double (and read back as a ``float``).
+        """
         return _DOUBLE
 
     @staticmethod
     def bytes() -> Serde[bytes]:
-        """Raw bytes, unchanged."""
+        """Raw bytes, unchanged (``bytearray`` and ``memoryview`` are written as bytes)."""
         return _BYTES
 
     @staticmethod
     def json() -> Serde[Any]:
-        """Compact JSON (sorted keys) in UTF-8."""
+        """Compact JSON (sorted keys) in UTF-8.
+
+        JSON has no tuples and only string object keys: a tuple reads back as a list, an
+        ``int`` dict key as a string.
+        """
         return _JSON
 
     @staticmethod
@@ -168,78 +412,257 @@ class Serdes:
         return _PICKLE
 
     @staticmethod
+    def serde_from(to_bytes: Callable[[T], builtins.bytes],
+                   from_bytes: Callable[[builtins.bytes], T], name: str = "custom") -> Serde[T]:
+        """A serde from two functions (Kafka's ``Serdes.serdeFrom``); ``None`` passes through.
+
+        Any exception of either function becomes a :class:`SerdeError` naming ``name``.
+
+        >>> upper = Serdes.serde_from(lambda s: s.upper().encode(), bytes.decode, "upper")
+        >>> upper.deserialize(upper.serialize("abc"))
+        'ABC'
+
+        :raises TypeError: if either function is not callable.
+        """
+        if not callable(to_bytes) or not callable(from_bytes):
+            raise TypeError("serde_from() needs two callables: to_bytes and from_bytes")
+        return _NamedSerde(name, to_bytes, from_bytes)
+
+    @staticmethod
     def time_windowed(inner: Serde[Any], window_size_ms: int) -> Serde[Windowed]:
         """Kafka's time-windowed key: inner key bytes + start (8 bytes, big-endian).
 
         The end is not stored; reading rebuilds it as ``start + window_size_ms``, capped at
         ``2**63 - 1``.
-        """
-        if window_size_ms <= 0:
-            raise ValueError(f"window size must be positive, got {window_size_ms}")
 
-        def to_bytes(w: Windowed) -> bytes:
-            return _inner_bytes(inner, w) + struct.pack(">q", w.window.start)
+        :param inner: the serde of the keys inside the windows.
+        :param window_size_ms: the window size in ms, larger than zero.
+        :raises TypeError: if ``inner`` is not a :class:`Serde` or the size not an ``int``.
+        :raises ValueError: for a size that is not larger than zero.
+        """
+        _require_serde(inner, "time_windowed inner serde")
+        size = to_millis(window_size_ms, "window size")
+        if size == 0:
+            raise ValueError("window size must be larger than zero, got 0 ms")
+        inner_deserialize = inner.deserialize
 
         def from_bytes(data: bytes) -> Windowed:
             if len(data) < 8:
-                raise ValueError("windowed key shorter than 8 bytes")
-            start = struct.unpack(">q", data[-8:])[0]
-            end = min(start + window_size_ms, LONG_MAX)
-            return Windowed(inner.deserialize(data[:-8]), Window(start, end))
+                raise ValueError(f"a time-windowed key has at least 8 bytes, got {len(data)}")
+            start: int = _UNPACK_LONG(data[-8:])[0]
+            window = Window(start, min(start + size, LONG_MAX))
+            return Windowed(inner_deserialize(data[:-8]), window)
 
-        return Serde(f"time_windowed({inner.name}, {window_size_ms})", to_bytes, from_bytes)
+        name = f"time_windowed({_name_of(inner)}, {size})"
+        return _NamedSerde(name, _checked(_time_windowed_writer(inner.serialize)), from_bytes)
 
     @staticmethod
     def session_windowed(inner: Serde[Any]) -> Serde[Windowed]:
-        """Kafka's session-windowed key: inner key bytes + end (8) + start (8), big-endian."""
+        """Kafka's session-windowed key: inner key bytes + end (8) + start (8), big-endian.
 
-        def to_bytes(w: Windowed) -> bytes:
-            return _inner_bytes(inner, w) + struct.pack(">qq", w.window.end, w.window.start)
+        :param inner: the serde of the keys inside the sessions.
+        :raises TypeError: if ``inner`` is not a :class:`Serde`.
+        """
+        _require_serde(inner, "session_windowed inner serde")
+        inner_deserialize = inner.deserialize
+        unpack = _SESSION_STRUCT.unpack
 
         def from_bytes(data: bytes) -> Windowed:
             if len(data) < 16:
-                raise ValueError("session-windowed key shorter than 16 bytes")
-            end, start = struct.unpack(">qq", data[-16:])
-            return Windowed(inner.deserialize(data[:-16]), Window(start, end))
+                raise ValueError(
+                    f"a session-windowed key has at least 16 bytes, got {len(data)}")
+            end, start = unpack(data[-16:])
+            return Windowed(inner_deserialize(data[:-16]), Window(start, end))
 
-        return Serde(f"session_windowed({inner.name})", to_bytes, from_bytes)
-
-
-def _inner_bytes(inner: Serde[Any], w: Windowed) -> bytes:
-    if not isinstance(w, Windowed):
-        raise TypeError("windowed serde needs a Windowed key")
-    data = inner.serialize(w.key)
-    return b"" if data is None else data
+        name = f"session_windowed({_name_of(inner)})"
+        return _NamedSerde(name, _checked(_session_windowed_writer(inner.serialize)),
+                           from_bytes)
 
 
-def fallback_bytes(value: Any) -> bytes:
-    """Deterministic bytes of a value that has no serde, for ordering and size accounting.
+def _require_serde(serde: object, what: str) -> None:
+    if not isinstance(serde, Serde):
+        raise TypeError(f"{what} must be a Serde (see topology.Serdes), "
+                        f"got {type(serde).__name__}")
 
-    str as UTF-8, bytes as is, int as Kafka's long (8 bytes big-endian; json beyond 64 bits),
-    float as double, :class:`Windowed` as Kafka's time-windowed layout, JSON-able containers as
-    compact sorted JSON, anything else as a pickle (written only, never read back).
-    """
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, bool):
-        return b"\x01" if value else b"\x00"
-    if isinstance(value, int):
-        if -(2**63) <= value < 2**63:
-            return struct.pack(">q", value)
-        return str(value).encode("ascii")
-    if isinstance(value, float):
-        return struct.pack(">d", value)
-    if isinstance(value, Windowed):
-        return fallback_bytes(value.key) + struct.pack(">q", value.window.start)
+
+# -- bytes of keys and values without a serde -------------------------------------------------
+
+_KEY_TYPES = ("str, bytes, int, float, bool, None, Windowed, or a tuple of str, bytes, int, "
+              "float, bool, None and such tuples")
+
+
+def _no_serde(value: object, role: str, options: str) -> SerdeError:
+    return SerdeError(
+        f"a {role} of type {type(value).__qualname__} has no {role} serde, and without one "
+        f"a {role} must be {options}; give a {role} serde, e.g. "
+        f"Consumed({role}_serde=...), Grouped({role}_serde=...) or "
+        f"Materialized({role}_serde=...) (got {_describe(value)})"
+    )
+
+
+def _long_bytes(value: int) -> bytes:
+    if -_INT_BIAS <= value < _INT_BIAS:
+        return _PACK_LONG(value)
+    raise SerdeError(f"{_describe(value)} is outside the range of Kafka's long "
+                     "[-2**63, 2**63); give a serde for it")
+
+
+def _str_bytes(value: str) -> bytes:
     try:
-        return _to_json(value)
-    except (TypeError, ValueError):
-        return pickle.dumps(value)
+        return value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SerdeError(f"{_describe(value)} cannot be written as UTF-8: {_reason(exc)}"
+                         ) from exc
 
 
-_PACK_LONG = struct.Struct(">q").pack
+def _bool_bytes(value: bool) -> bytes:
+    return b"\x01" if value else b"\x00"
+
+
+def _none_bytes(value: None) -> bytes:
+    return b""
+
+
+def _double_bytes(value: float) -> bytes:
+    return _PACK_DOUBLE(value)
+
+
+def _tuple_bytes(value: tuple[Any, ...]) -> bytes:
+    out = bytearray()
+    _write_elements(out, value)
+    return bytes(out)
+
+
+_TAG_END = 0x00
+_TAG_NONE, _TAG_FALSE, _TAG_TRUE, _TAG_INT, _TAG_FLOAT = 0x01, 0x02, 0x03, 0x04, 0x05
+_TAG_BYTES, _TAG_STR, _TAG_TUPLE = 0x06, 0x07, 0x08
+_INT_BIAS = 2**63
+_PACK_UNSIGNED = struct.Struct(">Q").pack
+_UNPACK_UNSIGNED = struct.Struct(">Q").unpack
+_ALL_BITS = 2**64 - 1
+_SIGN_BIT = 2**63
+
+
+def _write_escaped(out: bytearray, tag: int, data: bytes) -> None:
+    out.append(tag)
+    out += data.replace(b"\x00", b"\x00\xff")
+    out.append(_TAG_END)
+
+
+def _write_elements(out: bytearray, items: tuple[Any, ...]) -> None:
+    """Append the tagged encoding of each of ``items`` to ``out`` (the tuple layout)."""
+    for item in items:
+        if item is None:
+            out.append(_TAG_NONE)
+        elif isinstance(item, bool):
+            out.append(_TAG_TRUE if item else _TAG_FALSE)
+        elif isinstance(item, int):
+            if not -_INT_BIAS <= item < _INT_BIAS:
+                _long_bytes(item)  # raises the out-of-range error
+            out.append(_TAG_INT)
+            out += _PACK_UNSIGNED(item + _INT_BIAS)
+        elif isinstance(item, float):
+            bits: int = _UNPACK_UNSIGNED(_PACK_DOUBLE(item))[0]
+            out.append(_TAG_FLOAT)
+            out += _PACK_UNSIGNED(bits ^ _ALL_BITS if bits & _SIGN_BIT else bits | _SIGN_BIT)
+        elif isinstance(item, bytes):
+            _write_escaped(out, _TAG_BYTES, item)
+        elif isinstance(item, str):
+            _write_escaped(out, _TAG_STR, _str_bytes(item))
+        elif isinstance(item, tuple):
+            out.append(_TAG_TUPLE)
+            _write_elements(out, item)
+            out.append(_TAG_END)
+        else:
+            raise SerdeError(
+                f"a tuple element of type {type(item).__qualname__} has no byte encoding "
+                f"without a serde: tuple elements must be str, bytes, int, float, bool, None "
+                f"or tuples of these; give a serde (got {_describe(item)})")
+
+
+_ENCODERS: dict[type, Callable[[Any], bytes]] = {
+    str: _str_bytes,
+    bytes: bytes,
+    int: _long_bytes,
+    bool: _bool_bytes,
+    float: _double_bytes,
+    type(None): _none_bytes,
+    tuple: _tuple_bytes,
+}
+
+
+def _encoder_of(value: object) -> Callable[[Any], bytes] | None:
+    """The encoder of ``value``'s type (subclasses included), or ``None`` if it has none."""
+    encoder = _ENCODERS.get(type(value))
+    if encoder is not None:
+        return encoder
+    for base in (int, float, str, bytes, tuple):
+        if isinstance(value, base):
+            return _ENCODERS[base]
+    return None
+
+
+def fallback_key_bytes(key: Any) -> bytes:
+    """Return the bytes of a key that has no serde, as the module docstring's table says.
+
+    str as UTF-8 (as ``Serdes.string()``), int as Kafka's long (as ``Serdes.long()``),
+    float as a double, bytes as is, bool as one byte, None as no bytes, tuples tagged and
+    order-preserving, :class:`Windowed` as Kafka's time-windowed layout. The bytes are the
+    same in every process. Runtime complexity: O(size of the key).
+
+    >>> fallback_key_bytes("a"), fallback_key_bytes(-1).hex()
+    (b'a', 'ffffffffffffffff')
+    >>> fallback_key_bytes(("a", 1)).hex()
+    '076100048000000000000001'
+
+    :raises SerdeError: for a key of another type (naming it and asking for a key serde),
+        an int outside ``[-2**63, 2**63)``, or a str that is not valid Unicode.
+    """
+    cls = type(key)
+    if cls is str:
+        try:
+            data: bytes = key.encode("utf-8")
+        except UnicodeEncodeError:
+            return _str_bytes(key)  # raises the SerdeError
+        return data
+    if cls is int and -_INT_BIAS <= key < _INT_BIAS:
+        return _PACK_LONG(key)
+    encoder = _ENCODERS.get(cls) or _encoder_of(key)
+    if encoder is None:
+        raise _no_serde(key, "key", _KEY_TYPES)
+    return encoder(key)
+
+
+_ENCODERS[Windowed] = _time_windowed_writer(fallback_key_bytes)
+
+
+def fallback_value_bytes(value: Any) -> bytes:
+    """Return the bytes of a value that has no serde, to measure it for a ``max_bytes`` limit.
+
+    The types of :func:`fallback_key_bytes` have the same bytes; ``dict`` and ``list`` are
+    compact JSON with sorted keys. Runtime complexity: O(size of the value).
+
+    >>> fallback_value_bytes({"b": 1, "a": [2]})
+    b'{"a":[2],"b":1}'
+
+    :raises SerdeError: for a value of another type, or a dict or list that JSON cannot
+        write, asking for a value serde.
+    """
+    encoder = _encoder_of(value)
+    if encoder is not None:
+        return encoder(value)
+    if isinstance(value, dict | list):
+        try:
+            return _to_json(value)
+        except (TypeError, ValueError) as exc:
+            raise SerdeError(
+                f"a value {_describe(value)} has no value serde and JSON cannot write it "
+                f"({_reason(exc)}); give a value serde, e.g. Materialized(value_serde=...)"
+            ) from exc
+    raise _no_serde(value, "value", _KEY_TYPES + ", dict or list (as JSON)")
+
+
+# -- serializers for the runtime ----------------------------------------------------------------
 
 
 def _serialize_long(value: Any) -> bytes | None:
@@ -251,9 +674,12 @@ def _serialize_long(value: Any) -> bytes | None:
 
 def _serialize_string(value: Any) -> bytes | None:
     """``Serdes.string().serialize`` with the common case (a str) first."""
-    if type(value) is str and value.isascii():
-        return value.encode("ascii")
-    return _STRING.serialize(value)  # None, non-ASCII text, or the serde's own error
+    if type(value) is str:
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # the serde raises its own error below
+    return _STRING.serialize(value)  # None, or the serde's own error for anything else
 
 
 _FAST_SERIALIZERS: dict[int, Callable[[Any], bytes | None]] = {
@@ -262,36 +688,88 @@ _FAST_SERIALIZERS: dict[int, Callable[[Any], bytes | None]] = {
 }
 
 
-def serializer_of(serde: Serde[Any] | None) -> Callable[[Any], bytes | None]:
-    """The serialize function of ``serde``, or :func:`fallback_bytes` without one.
+def serializer_of(serde: Serde[Any] | None,
+                  fallback: Callable[[Any], bytes] = fallback_key_bytes
+                  ) -> Callable[[Any], bytes | None]:
+    """Return the serialize function of ``serde``, or ``fallback`` without one.
+
+    :param fallback: :func:`fallback_key_bytes` (the default) for keys,
+        :func:`fallback_value_bytes` for values.
 
     For ``Serdes.long()`` and ``Serdes.string()`` it is a faster function with the same
     results and errors.
     """
     if serde is None:
-        return fallback_bytes
+        return fallback
     return _FAST_SERIALIZERS.get(id(serde), serde.serialize)
 
 
-def windowed_serializer(inner: Serde[Any] | None, session: bool
-                        ) -> Callable[[Any], bytes]:
-    """Serializer of windowed keys in Kafka's layout over ``inner`` (or the fallback)."""
+def windowed_serializer(inner: Serde[Any] | None, session: bool) -> Callable[[Any], bytes]:
+    """Return the serializer of windowed keys in Kafka's layout over ``inner``.
+
+    :param inner: the serde of the keys inside the windows; ``None``:
+        :func:`fallback_key_bytes`.
+    :param session: Kafka's session layout (key + end + start) instead of the time-windowed
+        one (key + start).
+    """
     inner_ser = serializer_of(inner)
-    if session:
-        def ser_session(w: Windowed) -> bytes:
-            return (inner_ser(w.key) or b"") + struct.pack(">qq", w.window.end, w.window.start)
-        return ser_session
-
-    def ser_time(w: Windowed) -> bytes:
-        return (inner_ser(w.key) or b"") + struct.pack(">q", w.window.start)
-    return ser_time
+    return _session_windowed_writer(inner_ser) if session else _time_windowed_writer(inner_ser)
 
 
-def _deserialize_string(data: Any) -> str | None:
-    """``Serdes.string().deserialize`` with the common case (ASCII bytes) first."""
-    if type(data) is bytes and data.isascii():
-        return data.decode("ascii")
-    return _STRING.deserialize(data)  # None, non-ASCII text, or the serde's own error
+# -- running a serde for a record of a topic --------------------------------------------------
+
+
+def serialize_for_topic(serde: Serde[Any], value: Any, topic: str,
+                        part: str = "value") -> bytes | None:
+    """Return ``serde.serialize(value)`` for the ``part`` (key or value) of a record of ``topic``.
+
+    :raises SerdeError: if the serde fails (with any exception), saying "cannot serialize",
+        naming the topic, the part and the serde; ``topic`` is set on the error.
+    """
+    try:
+        return serde.serialize(value)
+    except Exception as exc:
+        detail = exc if isinstance(exc, SerdeError) else (
+            f"serde {_name_of(serde)} failed on {_describe(value)}: {_reason(exc)}")
+        raise SerdeError(f"cannot serialize the {part} of a record for topic {topic!r}: "
+                         f"{detail}", topic=topic) from exc
+
+
+def deserialize_from_topic(serde: Serde[T], data: bytes | None, topic: str,
+                           part: str = "value") -> T | None:
+    """Return ``serde.deserialize(data)`` for the ``part`` (key or value) of a record of ``topic``.
+
+    :raises SerdeError: if the serde fails (with any exception), saying "cannot deserialize",
+        naming the topic, the part and the serde; ``topic`` is set on the error.
+    """
+    try:
+        return serde.deserialize(data)
+    except Exception as exc:
+        detail = exc if isinstance(exc, SerdeError) else (
+            f"serde {_name_of(serde)} failed on {_describe(data)}: {_reason(exc)}")
+        raise SerdeError(f"cannot deserialize the {part} of a record of topic {topic!r}: "
+                         f"{detail}", topic=topic) from exc
+
+
+def deserialize_produced(serde: Serde[T], value: Any, topic: str,
+                         part: str = "value") -> T | None:
+    """Return what a reader with ``serde`` sees of ``value``, written to ``topic`` unserialized.
+
+    For a record that the topology wrote without a serde (kept as the object) and that is
+    read with one: ``serde.deserialize(serde.serialize(value))``. Reading is what fails, so
+    a value the serde cannot write is reported as "cannot deserialize".
+
+    :raises SerdeError: if either step fails, saying "cannot deserialize", naming the topic,
+        the part, the serde and the value's type; ``topic`` is set on the error.
+    """
+    try:
+        return serde.deserialize(serde.serialize(value))
+    except Exception as exc:
+        name = _name_of(serde)
+        raise SerdeError(
+            f"cannot deserialize the {part} of a record of topic {topic!r} with serde "
+            f"{name}: the topology wrote it without a serde as {_describe(value)}, which "
+            f"serde {name} does not read back ({_reason(exc)})", topic=topic) from exc
 
 
 def _string_round_trip(value: Any) -> Any:
@@ -313,19 +791,10 @@ def _long_round_trip(value: Any) -> Any:
     return _LONG.deserialize(_LONG.serialize(value))  # None, or the serde's own error
 
 
-_FAST_DESERIALIZERS: dict[int, Callable[[Any], Any]] = {id(_STRING): _deserialize_string}
 _ROUND_TRIPS: dict[int, Callable[[Any], Any]] = {
     id(_STRING): _string_round_trip,
     id(_LONG): _long_round_trip,
 }
-
-
-def deserializer_of(serde: Serde[Any]) -> Callable[[Any], Any]:
-    """The deserialize function of ``serde``.
-
-    For ``Serdes.string()`` it is a faster function with the same results and errors.
-    """
-    return _FAST_DESERIALIZERS.get(id(serde), serde.deserialize)
 
 
 def round_trip_of(serde: Serde[Any]) -> Callable[[Any], Any] | None:

@@ -13,7 +13,7 @@ from .options import Grouped
 from .runtime.graph import GraphNode
 from .runtime.processors import table as tp
 from .runtime.processors.suppress import SuppressNodeProcessor
-from .serde import Serde, serializer_of, windowed_serializer
+from .serde import Serde, fallback_value_bytes, serializer_of, windowed_serializer
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
@@ -148,7 +148,7 @@ class KTable:
             key_ser = serializer_of(self._key_serde)
         else:
             key_ser = windowed_serializer(self._key_serde, window.session)
-        value_ser = serializer_of(self._value_serde)
+        value_ser = serializer_of(self._value_serde, fallback_value_bytes)
         if suppressed.name is None:
             store = self._builder.next_name("KTABLE-SUPPRESS-STATE-STORE")
         else:

@@ -32,7 +32,7 @@ from topology.errors import (
 from topology.record import Record
 from topology.runtime.api import Processor, PunctuationType
 from topology.runtime.processors.stateless import SinkProcessor
-from topology.serde import Serde, SerdeError
+from topology.serde import SerdeError
 
 
 def _shut_down_topology(limit: int) -> Any:
@@ -354,7 +354,7 @@ def test_a_failing_serde_in_user_code_leaves_no_half_written_buffer_entry() -> N
             raise ValueError("refused")
         return value.encode()
 
-    serde = Serde("picky", to_bytes, bytes.decode)
+    serde = Serdes.serde_from(to_bytes, bytes.decode, "picky")
     b = StreamsBuilder()
     (b.table("in", Consumed(Serdes.string(), serde))
      .suppress(Suppressed.until_time_limit(100, BufferConfig.max_bytes(10_000)))

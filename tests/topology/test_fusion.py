@@ -32,7 +32,7 @@ def _checked_serde(inner: Serde, bad: Any) -> Serde:
             raise ValueError(f"cannot encode {value!r}")
         return inner.serialize(value)
 
-    return Serde(f"checked({inner.name})", to_bytes, inner.deserialize)
+    return Serdes.serde_from(to_bytes, inner.deserialize, f"checked({inner.name})")
 
 
 class _Initializer:

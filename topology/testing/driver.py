@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections import deque
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -14,7 +15,7 @@ from suppress.time import NO_TIMESTAMP, to_millis
 
 from ..runtime.clock import SystemClock
 from ..runtime.task import DEFAULT_MAX_FEEDBACK_RECORDS, Task, TaskFailure
-from ..serde import Serde, deserializer_of, round_trip_of, serializer_of
+from ..serde import Serde, deserialize_from_topic, round_trip_of, serializer_of
 from ..topology import Topology
 from .clock import MockClock
 from .topics import TestInputTopic, TestOutputTopic, holder
@@ -164,9 +165,9 @@ class TopologyTestDriver:
             key_serde, value_serde = serdes
             try:
                 if key_serialized and key_serde is not None:
-                    key = key_serde.deserialize(key)
+                    key = deserialize_from_topic(key_serde, key, topic, "key")
                 if value_serialized and value_serde is not None:
-                    value = value_serde.deserialize(value)
+                    value = deserialize_from_topic(value_serde, value, topic, "value")
             except Exception as exc:
                 self._task.fail_on_input(exc, topic, key, value, timestamp)
                 raise
@@ -189,8 +190,9 @@ class TopologyTestDriver:
         codec = None
         if key_serializer is not None or value_serializer is not None:
             key_serde, value_serde = self._consumed.get(topic, (None, None))
-            key_ser, key_des = _steps(key_serializer, key_topic_serde, key_serde)
-            value_ser, value_des = _steps(value_serializer, value_topic_serde, value_serde)
+            key_ser, key_des = _steps(key_serializer, key_topic_serde, key_serde, topic, "key")
+            value_ser, value_des = _steps(value_serializer, value_topic_serde, value_serde,
+                                          topic, "value")
             codec = (key_ser, value_ser, key_des, value_des)
         self._task.process_batch(topic, records, other, codec)
 
@@ -285,9 +287,12 @@ class TopologyTestDriver:
 
 
 def _steps(serializer: Callable[[Any], Any] | None, topic_serde: Serde[Any] | None,
-           source_serde: Serde[Any] | None
+           source_serde: Serde[Any] | None, topic: str, part: str
            ) -> tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None]:
-    """How one part of a piped record reaches the source: ``(serialize, deserialize)``.
+    """How one part (key or value) of a piped record reaches the source.
+
+    ``(serialize, deserialize)``: the topic's serializer, then the source's deserializer,
+    whose errors name the topic as :meth:`TopologyTestDriver._pipe`'s do.
 
     When the topic and the source use the same built-in serde with a round trip
     (``round_trip_of``), serializing then deserializing is that one function, with the same
@@ -301,7 +306,8 @@ def _steps(serializer: Callable[[Any], Any] | None, topic_serde: Serde[Any] | No
         round_trip = round_trip_of(topic_serde)
         if round_trip is not None:
             return round_trip, None
-    return serializer, deserializer_of(source_serde)
+    return serializer, functools.partial(deserialize_from_topic, source_serde, topic=topic,
+                                         part=part)
 
 
 class SuppressionBuffer:

@@ -12,7 +12,7 @@ from suppress.entry import RecordContext
 
 from ..errors import EmptyTopicError
 from ..record import Headers, normalize_headers
-from ..serde import Serde
+from ..serde import Serde, deserialize_from_topic, deserialize_produced
 from ..windows import Window, Windowed
 
 if TYPE_CHECKING:
@@ -284,12 +284,14 @@ class TestOutputTopic:
             key = _windowed(key, item[6], item[7])
         if self._plain:
             return TestRecord._of(key, value, timestamp, headers)
+        name = self.name
         if self._key_serde is not None:
-            key = self._key_serde.deserialize(kb if kb is not None
-                                              else self._key_serde.serialize(key))
+            key = (deserialize_from_topic(self._key_serde, kb, name, "key") if kb is not None
+                   else deserialize_produced(self._key_serde, key, name, "key"))
         if self._value_serde is not None:
-            value = self._value_serde.deserialize(vb if vb is not None
-                                                  else self._value_serde.serialize(value))
+            value = (deserialize_from_topic(self._value_serde, vb, name, "value")
+                     if vb is not None
+                     else deserialize_produced(self._value_serde, value, name, "value"))
         return TestRecord(key, value, timestamp, headers)
 
     def read_record(self) -> TestRecord:
