@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ("TestInputTopic", "TestOutputTopic", "TestRecord")
 
-_new_tuple = tuple.__new__  # builds named tuples without their Python-level __new__
 
 
 def holder(queue_append: Callable[[], Callable[[Any], None]]) -> Callable[..., None]:
@@ -58,7 +57,7 @@ def _plain_window(window: Any) -> bool:
 
 def _windowed(key: Any, start: int, end: int) -> Windowed:
     """A windowed key the driver held as its parts."""
-    return _new_tuple(Windowed, (key, _new_tuple(Window, (start, end))))
+    return Windowed(key, Window(start, end))
 
 
 def _plain_records(queue: Iterable[tuple[Any, ...]]) -> list[TestRecord]:
@@ -74,8 +73,8 @@ def _plain_records(queue: Iterable[tuple[Any, ...]]) -> list[TestRecord]:
         bounds = item[6:]
         window = windows.get(bounds)
         if window is None:
-            window = windows[bounds] = _new_tuple(Window, bounds)
-        append(of(_new_tuple(Windowed, (item[0], window)), item[1], item[2], item[3]))
+            window = windows[bounds] = Window(*bounds)
+        append(of(Windowed(item[0], window), item[1], item[2], item[3]))
     return out
 
 
