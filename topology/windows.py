@@ -12,9 +12,9 @@ Kafka Streams 3.9: a time window's size must be larger than zero and its advance
 ``(0, size]``; a session's inactivity gap must be larger than zero; a sliding window's time
 difference may be zero.
 
-:class:`Window` and :class:`Windowed` are tuples underneath (the runtime builds them with
-``tuple.__new__(Windowed, (key, window))``, skipping the Python-level constructor), but they are
-equal only to their own kind: ``Windowed("a", Window(0, 1)) != ("a", (0, 1))``.
+:class:`Window` and :class:`Windowed` are named tuples underneath (cheap to create and to
+hash), but they are equal only to their own kind: ``Windowed("a", Window(0, 1)) != ("a", (0,
+1))``.
 """
 
 from __future__ import annotations
