@@ -661,7 +661,7 @@ VersionedRecord(value='v', timestamp=10, valid_to=20))
         purge markers whose timestamp is within retention (only with
         ``include_deletes=True``). A purged key shows its purge marker and nothing older.
 
-        Runtime complexity: O(log v + r), r the number of entries returned.
+        Runtime complexity: O(v), v the number of stored versions of the key.
 
         :raises ValueError: for a ``None`` key.
         :raises TypeError: for non-bool flags.
