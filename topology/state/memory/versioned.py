@@ -30,7 +30,7 @@ from typing import Any
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
 from ..api import Operation, VersionedRecord, VersionEntry
-from ..versioned import Item, VersionedStoreBase
+from ..versioned import Item, VersionedStoreBase, segment_id
 
 __all__ = ("InMemoryVersionedKeyValueStore",)
 
@@ -227,7 +227,7 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
 
     def _schedule(self, key: Any, time: int) -> None:
         """Remember to look at ``key`` once history retention passes ``time``'s segment."""
-        segment = time // self._si
+        segment = segment_id(time, self._si)
         keys = self._due.get(segment)
         if keys is None:
             self._due[segment] = {key}
@@ -241,7 +241,7 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
     def _expire(self, cutoff: int) -> None:
         if cutoff < self._next_expiry:
             return
-        live = cutoff // self._si
+        live = segment_id(cutoff, self._si)
         heap = self._heap
         while heap and heap[0] < live:
             for key in self._due.pop(heappop(heap)):
