@@ -1,11 +1,12 @@
 """Every Python example in docs/ and the README runs (the examples are the user's docs).
 
 A page's ```python blocks run in order in one namespace, from a fresh temporary working
-directory; a block marked ```python no-run is skipped (there is none today: keep it so).
+directory: a block of ``>>>`` lines as a doctest (its outputs compared), any other as code.
 """
 
 from __future__ import annotations
 
+import doctest
 import os
 import re
 from pathlib import Path
@@ -38,6 +39,14 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     os.chdir(tmp_path)
     try:
         for i, code in enumerate(blocks):
-            exec(compile(code, f"{page.name}[block {i}]", "exec"), namespace)  # noqa: S102
+            name = f"{page.name}[block {i}]"
+            if code.lstrip().startswith(">>>"):
+                test = doctest.DocTestParser().get_doctest(code, namespace, name, name, 0)
+                runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+                runner.run(test, clear_globs=False)
+                namespace.update(test.globs)  # the doctest ran on a copy
+                assert runner.failures == 0, f"{name}: {runner.failures} failing example(s)"
+            else:
+                exec(compile(code, name, "exec"), namespace)  # noqa: S102
     finally:
         os.chdir(cwd)
