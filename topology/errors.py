@@ -12,6 +12,7 @@ __all__ = (
     "EmptyTopicError",
     "FeedbackLoopError",
     "InvalidTimestampError",
+    "StoreClosedError",
     "StoreError",
     "StreamsError",
     "TaskFailedError",
@@ -67,3 +68,7 @@ class FeedbackLoopError(StreamsError):
 
 class InvalidTimestampError(StreamsError, ValueError):
     """A record reached a sink with a timestamp outside ``[0, 2**63 - 1]`` ms."""
+
+
+class StoreClosedError(StreamsError):
+    """A state store used after ``close()`` (Kafka's ``InvalidStateStoreException``)."""

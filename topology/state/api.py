@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, final, runtime_checkable
 
+from ..errors import StoreClosedError
+
 __all__ = (
     "MAX_TIMESTAMP",
     "PUT_RETURN_CODE_NOT_PUT",
@@ -99,10 +101,6 @@ class VersionEntry:
     def is_delete(self) -> bool:
         """Whether this is a delete or purge marker rather than a value."""
         return self.operation is not Operation.PUT
-
-
-class StoreClosedError(RuntimeError):
-    """A store was used after ``close()`` (Kafka's ``InvalidStateStoreException``)."""
 
 
 @runtime_checkable

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...errors import StoreError
+from ...errors import StoreClosedError
 
 __all__ = ("InMemoryKeyValueStore",)
 
@@ -22,7 +22,7 @@ class InMemoryKeyValueStore:
 
     The ``*_with_timestamp`` and ``upsert`` methods are the runtime's (processors call them
     while records flow); the rest is the public key-value API, which raises
-    :class:`~topology.errors.StoreError` once the store is closed.
+    :class:`~topology.errors.StoreClosedError` once the store is closed.
 
     >>> s = InMemoryKeyValueStore("s", lambda k: k.encode())
     >>> s.put("b", 2); s.put("a", 1)
@@ -32,7 +32,7 @@ class InMemoryKeyValueStore:
 
     persistent = False
     is_open = True
-    """False once :meth:`close` ran; every public operation then raises ``StoreError``."""
+    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None]) -> None:
         self.name = name
@@ -94,7 +94,7 @@ class InMemoryKeyValueStore:
 
     def _check_open(self) -> None:
         if not self.is_open:
-            raise StoreError(f"state store {self.name!r} is closed")
+            raise StoreClosedError(f"state store {self.name!r} is closed")
 
     def get(self, key: Any) -> Any:
         """The value of ``key``, or ``None``."""

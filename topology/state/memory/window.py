@@ -7,7 +7,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from ...errors import StoreError
+from ...errors import StoreClosedError
 from ...windows import Window, Windowed
 
 __all__ = ("InMemoryWindowStore",)
@@ -25,7 +25,7 @@ class InMemoryWindowStore:
 
     persistent = False
     is_open = True
-    """False once :meth:`close` ran; every public operation then raises ``StoreError``."""
+    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
                  window_size_ms: int, retention_ms: int) -> None:
@@ -117,7 +117,7 @@ class InMemoryWindowStore:
 
     def _check_open(self) -> None:
         if not self.is_open:
-            raise StoreError(f"state store {self.name!r} is closed")
+            raise StoreClosedError(f"state store {self.name!r} is closed")
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
         """Store ``value`` for ``key`` in the window starting at ``window_start`` (ms)."""

@@ -23,8 +23,8 @@ def ordered_keys(keys: Iterable[str]) -> list[str]:
 
 
 def closed_store_refuses(store: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> None:
-    """Close ``store``; then each ``(method, args)`` must raise a ``StoreError`` saying so."""
-    from ...errors import StoreError
+    """Close ``store``; then each ``(method, args)`` must raise ``StoreClosedError``."""
+    from ...errors import StoreClosedError
 
     expect(store.is_open, "a new store is open")
     store.close()
@@ -35,8 +35,8 @@ def closed_store_refuses(store: Any, calls: list[tuple[str, tuple[Any, ...]]]) -
             result = getattr(store, method)(*args)
             if hasattr(result, "__next__"):
                 next(result, None)
-        except StoreError as err:
+        except StoreClosedError as err:
             expect("closed" in str(err), f"{method}() on a closed store says it is closed")
             continue
         raise AssertionError(f"store contract: {method}() on a closed store must raise "
-                             "StoreError")
+                             "StoreClosedError")
