@@ -30,29 +30,30 @@ class DirectoryLock:
     Runtime complexity: O(1) system calls to acquire and to release.
     """
 
-    def __init__(self, directory: Path, fd: int) -> None:
+    def __init__(self, directory: Path, fd: int, name: str) -> None:
         """Wrap an already locked descriptor; use :meth:`acquire` to take a lock.
 
         The descriptor is owned by a file object, so a lock that is never released is still
         released when this object is garbage-collected.
         """
         self.directory = directory
+        self._name = name
         self._file: io.FileIO | None = io.FileIO(fd, "r+")
 
     @classmethod
     def acquire(cls, directory: Path, lock_name: str, operation: str) -> DirectoryLock:
         """Lock ``directory`` through its file ``lock_name`` (created 0o600 if missing).
 
-        The file then holds this process's id, which a refused competitor reports.
+        An existing lock file is not written: call :meth:`record_holder` before changing
+        anything else in the directory, so that a refused competitor can name this process.
 
         :raises StateLockedError: another live ``StateDB`` holds the lock (its pid is named).
         :raises StateDirectoryError: the lock file cannot be created or opened (permissions,
             a symbolic link in its place, a read-only file system ...).
         """
-        lock_path = directory / lock_name
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
-            fd = os.open(lock_path, flags, 0o600)
+            fd = os.open(directory / lock_name, flags, 0o600)
         except OSError as exc:
             detail = f"cannot open the lock file {lock_name}: {describe_os_error(exc)}"
             raise StateDirectoryError(directory, operation, detail) from exc
@@ -62,23 +63,28 @@ class DirectoryLock:
             holder = _read_pid(fd)
             os.close(fd)
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise StateDirectoryError(
-                    directory, operation, f"cannot lock {lock_name}: {describe_os_error(exc)}"
-                ) from exc
+                detail = f"cannot lock {lock_name}: {describe_os_error(exc)}"
+                raise StateDirectoryError(directory, operation, detail) from exc
             who = "an unknown process" if holder is None else f"pid {holder}"
             if holder == os.getpid():
                 who += ", this process: close the other StateDB first"
             raise StateLockedError(
                 directory, operation, f"the directory is in use by another runtime ({who})", holder
             ) from None
+        return cls(directory, fd, lock_name)
+
+    def record_holder(self, operation: str) -> None:
+        """Write this process's id into the lock file, for competitors' error messages.
+
+        :raises StateDirectoryError: the lock file cannot be written (e.g. a full disk).
+        """
+        assert self._file is not None, "the lock was released"
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            self._file.truncate(0)
+            os.pwrite(self._file.fileno(), f"{os.getpid()}\n".encode(), 0)
         except OSError as exc:
-            os.close(fd)
-            detail = f"cannot write the lock file {lock_name}: {describe_os_error(exc)}"
-            raise StateDirectoryError(directory, operation, detail) from exc
-        return cls(directory, fd)
+            detail = f"cannot write the lock file {self._name}: {describe_os_error(exc)}"
+            raise StateDirectoryError(self.directory, operation, detail) from exc
 
     def release(self) -> None:
         """Release the lock; calling it again does nothing.

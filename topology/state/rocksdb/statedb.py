@@ -115,11 +115,17 @@ class StateDB:
         lock = DirectoryLock.acquire(directory, layout.LOCK, "open")
         try:
             found = layout.inspect(directory, "open")  # again, now that no one else can change it
-            if found is layout.Layout.FRESH:
-                layout.create(directory, _new_database(directory, "open"), "open")
-            elif found is layout.Layout.UNFINISHED:
-                layout.finish(directory, "open")
-            database, families = _open_database(directory)
+            if found is layout.Layout.READY:
+                families = _read_families(directory)  # refuse a foreign database untouched
+                lock.record_holder("open")
+            else:
+                lock.record_holder("open")
+                if found is layout.Layout.FRESH:
+                    layout.create(directory, _new_database(directory, "open"), "open")
+                else:
+                    layout.finish(directory, "open")
+                families = _read_families(directory)
+            database = _open_database(directory, families)
         except BaseException:
             lock.release()
             raise
@@ -283,6 +289,7 @@ class StateDB:
         try:
             if layout.inspect(target, "checkpoint") is not layout.Layout.FRESH:
                 raise StateDirectoryError(target, "checkpoint", "another process wrote to it")
+            lock.record_holder("checkpoint")
 
             def copy(destination: Path) -> None:
                 try:
@@ -387,12 +394,14 @@ def _new_database(directory: Path, operation: str) -> Callable[[Path], None]:
     return populate
 
 
-def _open_database(directory: Path) -> tuple[Rdict, set[str]]:
-    """Open the database of a complete state directory; return it and its column families."""
-    path = str(directory / layout.DB_DIR)
-    options = _options(create=False)
+def _read_families(directory: Path) -> set[str]:
+    """The column families of a state directory's database, read without opening it.
+
+    :raises StateDirectoryError: RocksDB cannot read the database's manifest, or the families
+        are not those of a state database.
+    """
     try:
-        families = set(Rdict.list_cf(path, options))
+        families = set(Rdict.list_cf(str(directory / layout.DB_DIR), _options(create=False)))
     except Exception as exc:
         raise StateDirectoryError(
             directory, "open", f"its database cannot be read: {describe_rocksdb_error(exc)}"
@@ -408,10 +417,15 @@ def _open_database(directory: Path) -> tuple[Rdict, set[str]]:
         raise StateDirectoryError(
             directory, "open", f"its database is not a state database ({found})"
         )
+    return families
+
+
+def _open_database(directory: Path, families: set[str]) -> Rdict:
+    """Open the database of a complete state directory with all its column ``families``."""
     try:
-        database = Rdict(
-            path,
-            options,
+        return Rdict(
+            str(directory / layout.DB_DIR),
+            _options(create=False),
             column_families={
                 family: _options(create=False) for family in families if family != DEFAULT_FAMILY
             },
@@ -420,4 +434,3 @@ def _open_database(directory: Path) -> tuple[Rdict, set[str]]:
         raise StateDirectoryError(
             directory, "open", f"RocksDB cannot open its database: {describe_rocksdb_error(exc)}"
         ) from exc
-    return database, families
