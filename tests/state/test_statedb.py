@@ -154,14 +154,16 @@ def test_meta_and_values_must_be_bytes(db):
                  lambda: ks.delete_range(b"a", None)):
         with pytest.raises(TypeError, match="bytes"):
             call()
-    with pytest.raises(TypeError, match="must be bytes, got str"):
+    with pytest.raises(TypeError, match="keys are bytes, got str"):
         ks.get("k")
-    with pytest.raises(TypeError, match="must be bytes, got int"):
+    with pytest.raises(TypeError, match="keys are bytes, got int"):
         ks.multi_get([b"k", 1])
     with pytest.raises(TypeError, match="bounds"):
         ks.items("a")
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="keys are bytes"):
         db.read_meta("k")
+    with pytest.raises(TypeError, match="keys are bytes, got list"):
+        ks.get([b"k"])
 
 
 def test_keyspace_names(db):

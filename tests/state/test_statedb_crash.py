@@ -283,3 +283,28 @@ def test_full_disk_while_creating_is_a_clear_error_and_recovers(tmp_path):
         db.keyspace("kv").put(b"a", b"1")
         db.commit()
     assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.lock", "db"]
+
+
+def test_failed_checkpoint_leaves_no_directory(tmp_path):
+    script = (
+        "import resource, signal, sys\n"
+        "from topology.state.rocksdb import StateDB, StateDirectoryError\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "with StateDB.open(sys.argv[1]) as db:\n"
+        "    db.keyspace('kv').put(b'a', b'1' * 1000)\n"
+        "    db.commit()\n"
+        "    db.checkpoint(sys.argv[1] + '-first')  # flushes: the next one copies files only\n"
+        "    resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.RLIM_INFINITY))\n"
+        "    try:\n"
+        "        db.checkpoint(sys.argv[2])\n"
+        "    except StateDirectoryError as exc:\n"
+        "        print(exc)\n"
+    )
+    copy = tmp_path / "copy"
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "state"), str(copy)], cwd=ROOT,
+        capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60,
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().startswith(f"state directory {copy}: checkpoint failed: ")
+    assert not copy.exists()

@@ -70,7 +70,7 @@ class Keyspace:
     """
 
     __slots__ = (
-        "_column", "_cursors", "_directory", "_dirty", "_fresh", "_get", "_handle", "_items",
+        "_cursors", "_directory", "_dirty", "_fresh", "_get", "_handle", "_items",
         "_ranges", "_sorted", "_unusable", "_writes", "name",
     )
 
@@ -85,7 +85,6 @@ class Keyspace:
         """Wrap an open column family; ``StateDB.keyspace`` is the way to get one."""
         self.name = name
         self._directory = directory
-        self._column: Rdict | None = column
         self._handle: ColumnFamily | None = handle
         self._get: Callable[..., Any] = column.get
         self._items: Callable[..., Any] = column.items
@@ -110,6 +109,9 @@ class Keyspace:
         :raises TypeError: ``key`` is not bytes.
         :raises StateStoreError: RocksDB fails to read, or the database is closed or failed.
         """
+        if not isinstance(key, bytes):
+            raise TypeError(f"get in keyspace {self.name!r}: keys are bytes, got "
+                            f"{type(key).__name__}")
         if self._dirty:
             writes = self._writes
             if key in writes:
@@ -121,7 +123,7 @@ class Keyspace:
         except StateStoreError:
             raise
         except Exception as exc:
-            raise self._read_error("get", exc, (key,)) from exc
+            raise self._read_error("get", exc, ()) from exc
 
     def multi_get(self, keys: Iterable[bytes]) -> list[bytes | None]:
         """The values of ``keys``, in order (``None`` for an absent key), in one RocksDB call.
@@ -269,13 +271,15 @@ class Keyspace:
             raise self._read_error("items", exc, ()) from exc
         cursor = _Cursor(source.__next__)
         self._cursors.add(cursor)
-        if not self._dirty:
+        pending: list[tuple[bytes, bytes | None]] = []
+        if self._dirty:
+            keys = self._sorted_keys()
+            start = 0 if lo is None else bisect_left(keys, lo)
+            stop = len(keys) if hi is None else bisect_left(keys, hi, start)
+            writes = self._writes
+            pending = [(key, writes[key]) for key in keys[start:stop]]
+        if not pending and not self._ranges:
             return _backward(cursor, (), (), lo, self) if reverse else _forward(cursor, self)
-        keys = self._sorted_keys()
-        start = 0 if lo is None else bisect_left(keys, lo)
-        stop = len(keys) if hi is None else bisect_left(keys, hi, start)
-        writes = self._writes
-        pending = [(key, writes[key]) for key in keys[start:stop]]
         if reverse:
             pending.reverse()
             return _backward(cursor, pending, self._ranges[::-1], lo, self)
@@ -311,7 +315,7 @@ class Keyspace:
         self._unusable = reason
         unusable = self._unusable_error(reason)
         self._get = self._items = unusable
-        self._column = self._handle = None
+        self._handle = None
 
     def _check(self) -> None:
         """Assert the pending-write invariants (tests call it after each operation)."""
@@ -366,7 +370,7 @@ class Keyspace:
         for key in keys:
             if not isinstance(key, bytes):
                 return TypeError(
-                    f"{operation} in keyspace {self.name!r}: keys must be bytes, got "
+                    f"{operation} in keyspace {self.name!r}: keys are bytes, got "
                     f"{type(key).__name__}"
                 )
         return StateStoreError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,7 +19,12 @@ from types import TracebackType
 from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
 from . import layout
-from .errors import StateDirectoryError, StateStoreError, describe_rocksdb_error
+from .errors import (
+    StateDirectoryError,
+    StateStoreError,
+    describe_os_error,
+    describe_rocksdb_error,
+)
 from .keyspace import Keyspace, _Cursor
 from .lock import DirectoryLock
 
@@ -125,11 +131,10 @@ class StateDB:
                 else:
                     layout.finish(directory, "open")
                 families = _read_families(directory)
-            database = _open_database(directory, families)
+            return cls(directory, _open_database(directory, families), families, lock, sync=sync)
         except BaseException:
             lock.release()
             raise
-        return cls(directory, database, families, lock, sync=sync)
 
     # -- properties ------------------------------------------------------------------------
 
@@ -167,7 +172,7 @@ class StateDB:
             the column family.
         """
         database = self._usable("keyspace")
-        existing = self._keyspaces.get(name)
+        existing = self._keyspaces.get(name) if isinstance(name, str) else None
         if existing is not None:
             return existing
         if not isinstance(name, str) or _NAME.fullmatch(name) is None:
@@ -277,29 +282,37 @@ class StateDB:
 
         Runtime complexity: a flush of RocksDB's memory table plus O(number of files).
 
-        :raises StateDirectoryError: ``path`` exists, or the copy cannot be written.
+        :raises StateDirectoryError: ``path`` exists, or the copy cannot be written (what was
+            written of it is removed).
         :raises StateStoreError: the database is closed or failed.
         """
         database = self._usable("checkpoint")
         target = Path(os.path.abspath(path))
-        if os.path.lexists(target):
-            raise StateDirectoryError(target, "checkpoint", "the target already exists")
-        layout.ensure_directory(target, "checkpoint")
-        lock = DirectoryLock.acquire(target, layout.LOCK, "checkpoint")
         try:
-            if layout.inspect(target, "checkpoint") is not layout.Layout.FRESH:
-                raise StateDirectoryError(target, "checkpoint", "another process wrote to it")
+            os.makedirs(target.parent, exist_ok=True)
+            os.mkdir(target, 0o700)  # fails if it exists: the directory is this call's own
+        except FileExistsError:
+            raise StateDirectoryError(target, "checkpoint", "the target already exists") from None
+        except OSError as exc:
+            raise StateDirectoryError(
+                target, "checkpoint", f"cannot create the directory: {describe_os_error(exc)}"
+            ) from exc
+        lock = DirectoryLock.acquire(target, layout.LOCK, "checkpoint")
+
+        def copy(destination: Path) -> None:
+            try:
+                Checkpoint(database).create_checkpoint(str(destination))
+            except Exception as exc:
+                raise StateDirectoryError(
+                    target, "checkpoint", describe_rocksdb_error(exc)
+                ) from exc
+
+        try:
             lock.record_holder("checkpoint")
-
-            def copy(destination: Path) -> None:
-                try:
-                    Checkpoint(database).create_checkpoint(str(destination))
-                except Exception as exc:
-                    raise StateDirectoryError(
-                        target, "checkpoint", describe_rocksdb_error(exc)
-                    ) from exc
-
             layout.create(target, copy, "checkpoint")
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)  # never leave a half copy that would open
+            raise
         finally:
             lock.release()
 
