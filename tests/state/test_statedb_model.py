@@ -1,0 +1,131 @@
+"""StateDB against a dict model: random put/delete/delete_range/commit/rollback/reopen sequences.
+
+After every step, reads and both iteration directions (any bounds, open ones included) must
+equal the model: the committed dicts with the pending operations applied, in unsigned byte
+order, the reverse exactly the reversed forward sequence.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+)
+
+from topology.state.rocksdb import StateDB
+
+#: Keys where unsigned byte order, prefixes and the extremes matter, plus arbitrary short ones.
+KEYS = st.sampled_from(
+    [b"", b"\x00", b"\x00\x00", b"\x01", b"a", b"ab", b"b", b"\x7f", b"\x80", b"\xff",
+     b"\xff\x00", b"\xff\xff"]
+) | st.binary(max_size=2)
+BOUNDS = st.none() | KEYS
+VALUES = st.binary(max_size=3)
+NAMES = st.sampled_from(["a", "b"])
+
+#: Reopening costs a RocksDB open (tens of ms on disk): at most once per this many steps.
+STEPS_BETWEEN_REOPENS = 6
+#: This test checks logic, not durability (the crash tests do that, on disk): a memory file
+#: system, where there is one, spares it RocksDB's fsyncs on every open.
+SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def _in(key: bytes, lo: bytes | None, hi: bytes | None) -> bool:
+    return (lo is None or key >= lo) and (hi is None or key < hi)
+
+
+class StateDBMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="statedb-model-", dir=SCRATCH))
+        self.db = StateDB.open(self.tmp / "state")
+        self.committed: dict[str, dict[bytes, bytes]] = {"a": {}, "b": {}}
+        self.view: dict[str, dict[bytes, bytes]] = {"a": {}, "b": {}}
+        self.steps_since_reopen = 0
+
+    def teardown(self) -> None:
+        self.db.close()
+        shutil.rmtree(self.tmp)
+
+    def _step(self) -> None:
+        self.steps_since_reopen += 1
+
+    @rule(name=NAMES, key=KEYS, value=VALUES)
+    def put(self, name: str, key: bytes, value: bytes) -> None:
+        self.db.keyspace(name).put(key, value)
+        self.view[name][key] = value
+        self._step()
+
+    @rule(name=NAMES, key=KEYS)
+    def delete(self, name: str, key: bytes) -> None:
+        self.db.keyspace(name).delete(key)
+        self.view[name].pop(key, None)
+        self._step()
+
+    @rule(name=NAMES, lo=KEYS, hi=KEYS)
+    def delete_range(self, name: str, lo: bytes, hi: bytes) -> None:
+        if lo > hi:
+            with pytest.raises(ValueError):
+                self.db.keyspace(name).delete_range(lo, hi)
+            return
+        self.db.keyspace(name).delete_range(lo, hi)
+        self.view[name] = {k: v for k, v in self.view[name].items() if not lo <= k < hi}
+        self._step()
+
+    @rule()
+    def commit(self) -> None:
+        self.db.commit()
+        self.committed = {name: dict(kv) for name, kv in self.view.items()}
+        self._step()
+
+    @rule()
+    def rollback(self) -> None:
+        self.db.rollback()
+        self.view = {name: dict(kv) for name, kv in self.committed.items()}
+        self._step()
+
+    @precondition(lambda self: self.steps_since_reopen >= STEPS_BETWEEN_REOPENS)
+    @rule()
+    def reopen(self) -> None:
+        self.db.close()
+        self.db = StateDB.open(self.tmp / "state")
+        self.view = {name: dict(kv) for name, kv in self.committed.items()}
+        self.steps_since_reopen = 0
+
+    @rule(name=NAMES, lo=BOUNDS, hi=BOUNDS)
+    def iterate(self, name: str, lo: bytes | None, hi: bytes | None) -> None:
+        keyspace = self.db.keyspace(name)
+        expected = sorted((k, v) for k, v in self.view[name].items() if _in(k, lo, hi))
+        forward = list(keyspace.items(lo, hi))
+        assert forward == expected
+        assert list(keyspace.items(lo, hi, reverse=True)) == forward[::-1]
+
+    @rule(name=NAMES, keys=st.lists(KEYS, max_size=4))
+    def read(self, name: str, keys: list[bytes]) -> None:
+        keyspace = self.db.keyspace(name)
+        expected = [self.view[name].get(k) for k in keys]
+        assert [keyspace.get(k) for k in keys] == expected
+        assert keyspace.multi_get(keys) == expected
+
+    @invariant()
+    def whole_view_and_internals(self) -> None:
+        for name in ("a", "b"):
+            keyspace = self.db.keyspace(name)
+            keyspace._check()
+            assert list(keyspace.items()) == sorted(self.view[name].items())
+
+
+StateDBMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=40, deadline=None
+)
+test_statedb_matches_a_dict_model = StateDBMachine.TestCase

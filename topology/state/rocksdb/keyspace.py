@@ -1,0 +1,482 @@
+"""A keyspace: one column family of a state database, read through its uncommitted writes.
+
+Writes stay in memory until ``StateDB.commit`` puts every keyspace's writes in one RocksDB
+write batch; reads see them at once (read-your-own-writes). Pending writes are a dict of
+``key -> value`` (``None`` for a delete), the keys of that dict in sorted order (sorted lazily:
+new keys are appended to a list that is merged in when an ordered view is needed), and a
+sorted list of disjoint deleted ranges. A ``delete_range`` drops the pending writes it covers,
+so a write in the dict is always newer than every range and the commit writes the ranges first.
+"""
+
+from __future__ import annotations
+
+import weakref
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+from rocksdict import ColumnFamily, Rdict, ReadOptions, WriteBatch
+
+from .errors import StateStoreError, describe_rocksdb_error
+
+__all__ = ("Keyspace",)
+
+Item = tuple[bytes, bytes]
+
+_range_start = itemgetter(0)
+
+
+class _Cursor:
+    """Holds the ``__next__`` of a RocksDB iterator, so closing the database can drop it.
+
+    ``StateDB.close`` replaces ``next`` with a function that raises: the RocksDB iterator is
+    released (RocksDB keeps its lock while any iterator lives), and a merged iterator still in
+    a caller's hands raises a clear error instead of stopping early.
+    """
+
+    __slots__ = ("__weakref__", "next")
+
+    def __init__(self, next_item: Callable[[], Any]) -> None:
+        self.next = next_item
+
+
+class Keyspace:
+    """One named keyspace of a :class:`~topology.state.rocksdb.StateDB`: ordered bytes to bytes.
+
+    Obtain it with ``db.keyspace(name)``. Reads see the committed data merged with this
+    keyspace's pending writes; writes are pending until ``db.commit()``, dropped by
+    ``db.rollback()`` or ``db.close()``. Keys order as unsigned bytes (``codec`` encodes numbers
+    that way). Not thread-safe: one task uses it at a time.
+
+    Methods: looking up (:meth:`get`, :meth:`multi_get`), writing (:meth:`put`,
+    :meth:`delete`, :meth:`delete_range`), iterating (:meth:`items`).
+
+    Runtime complexity: a ``get`` without pending writes is one RocksDB point lookup plus one
+    flag test; with pending writes, plus a dict lookup and, if ranges were deleted, a bisection
+    over them. ``put`` and ``delete`` are O(1) in memory. Iteration: see :meth:`items`.
+
+    >>> import tempfile
+    >>> from topology.state.rocksdb import StateDB
+    >>> with tempfile.TemporaryDirectory() as tmp, StateDB.open(tmp + "/s") as db:
+    ...     ks = db.keyspace("counts")
+    ...     ks.put(b"b", b"2"); ks.put(b"a", b"1"); ks.put(b"c", b"3")
+    ...     ks.delete_range(b"c", b"d")
+    ...     before = list(ks.items())
+    ...     db.commit()
+    ...     [ks.get(b"a"), ks.get(b"c")], before, list(ks.items(hi=b"b", reverse=True))
+    ([b'1', None], [(b'a', b'1'), (b'b', b'2')], [(b'a', b'1')])
+    """
+
+    __slots__ = (
+        "_cursors", "_directory", "_dirty", "_fresh", "_get", "_handle", "_items",
+        "_ranges", "_sorted", "_unusable", "_writes", "name",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        column: Rdict,
+        handle: ColumnFamily,
+        cursors: weakref.WeakSet[_Cursor],
+        directory: Path,
+    ) -> None:
+        """Wrap an open column family; ``StateDB.keyspace`` is the way to get one."""
+        self.name = name
+        self._directory = directory
+        self._handle: ColumnFamily | None = handle
+        self._get: Callable[..., Any] = column.get
+        self._items: Callable[..., Any] = column.items
+        self._cursors = cursors
+        self._writes: dict[bytes, bytes | None] = {}
+        self._sorted: list[bytes] = []
+        self._fresh: list[bytes] = []
+        self._ranges: list[tuple[bytes, bytes]] = []
+        self._dirty = False
+        self._unusable: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Keyspace({self.name!r})"
+
+    # -- looking up ------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` as this keyspace's pending writes leave it, or ``None``.
+
+        Runtime complexity: O(1) plus one RocksDB lookup (none if ``key`` has a pending write).
+
+        :raises TypeError: ``key`` is not bytes.
+        :raises StateStoreError: RocksDB fails to read, or the database is closed or failed.
+        """
+        if not isinstance(key, bytes):
+            raise TypeError(f"get in keyspace {self.name!r}: keys are bytes, got "
+                            f"{type(key).__name__}")
+        if self._dirty:
+            writes = self._writes
+            if key in writes:
+                return writes[key]
+            if self._ranges and self._covered(key):
+                return None
+        try:
+            return self._get(key)  # type: ignore[no-any-return]
+        except StateStoreError:
+            raise
+        except Exception as exc:
+            raise self._read_error("get", exc, ()) from exc
+
+    def multi_get(self, keys: Iterable[bytes]) -> list[bytes | None]:
+        """The values of ``keys``, in order (``None`` for an absent key), in one RocksDB call.
+
+        Runtime complexity: O(n) plus one batched RocksDB lookup of the keys without pending
+        writes.
+
+        :raises TypeError: a key is not bytes.
+        :raises StateStoreError: RocksDB fails to read, or the database is closed or failed.
+        """
+        keys = list(keys)
+        try:
+            if not self._dirty:
+                return self._get(keys)  # type: ignore[no-any-return]
+            writes = self._writes
+            ranges = self._ranges
+            values: list[bytes | None] = [None] * len(keys)
+            positions = []
+            stored = []
+            for position, key in enumerate(keys):
+                if key in writes:
+                    values[position] = writes[key]
+                elif not (ranges and self._covered(key)):
+                    positions.append(position)
+                    stored.append(key)
+            if stored:
+                for position, value in zip(positions, self._get(stored), strict=True):
+                    values[position] = value
+            return values
+        except StateStoreError:
+            raise
+        except Exception as exc:
+            raise self._read_error("multi_get", exc, keys) from exc
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Set ``key`` to ``value`` (pending until the next commit).
+
+        Runtime complexity: O(1), in memory.
+
+        :raises TypeError: ``key`` or ``value`` is not bytes (use :meth:`delete` to remove).
+        :raises StateStoreError: the database is closed or failed.
+        """
+        if self._unusable is not None or not (isinstance(key, bytes)
+                                              and isinstance(value, bytes)):
+            self._refuse("put", key, value)
+        writes = self._writes
+        if key not in writes:
+            self._fresh.append(key)
+        writes[key] = value
+        self._dirty = True
+
+    def delete(self, key: bytes) -> None:
+        """Remove ``key`` (pending until the next commit); removing an absent key is fine.
+
+        Runtime complexity: O(1), in memory.
+
+        :raises TypeError: ``key`` is not bytes.
+        :raises StateStoreError: the database is closed or failed.
+        """
+        if self._unusable is not None or not isinstance(key, bytes):
+            self._refuse("delete", key)
+        writes = self._writes
+        if key not in writes:
+            self._fresh.append(key)
+        writes[key] = None
+        self._dirty = True
+
+    def delete_range(self, lo: bytes, hi: bytes) -> None:
+        """Remove every key in ``[lo, hi)`` (pending until the next commit), e.g. a time segment.
+
+        Committed keys in the range are hidden at once and deleted by one RocksDB range
+        tombstone at commit; pending writes in the range are dropped. ``lo == hi`` deletes
+        nothing.
+
+        Runtime complexity: O(p + r log r) for p pending writes and r pending ranges (a sort of
+        the pending keys first if new keys were written since the last ordered read).
+
+        :raises TypeError: ``lo`` or ``hi`` is not bytes.
+        :raises ValueError: ``lo > hi``.
+        :raises StateStoreError: the database is closed or failed.
+        """
+        if self._unusable is not None or not (isinstance(lo, bytes) and isinstance(hi, bytes)):
+            self._refuse("delete_range", lo, hi)
+        if lo > hi:
+            raise ValueError(f"delete_range needs lo <= hi, got lo={lo!r} > hi={hi!r}")
+        if lo == hi:
+            return
+        keys = self._sorted_keys()
+        start = bisect_left(keys, lo)
+        stop = bisect_left(keys, hi, start)
+        writes = self._writes
+        for key in keys[start:stop]:
+            del writes[key]
+        del keys[start:stop]
+        merged: list[tuple[bytes, bytes]] = []
+        for low, high in sorted([*self._ranges, (lo, hi)]):
+            if merged and low <= merged[-1][1]:
+                if high > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], high)
+            else:
+                merged.append((low, high))
+        self._ranges = merged
+        self._dirty = True
+
+    # -- iterating -------------------------------------------------------------------------
+
+    def items(
+        self, lo: bytes | None = None, hi: bytes | None = None, reverse: bool = False
+    ) -> Iterator[Item]:
+        """Iterate ``(key, value)`` for the keys in ``[lo, hi)``, in unsigned byte order.
+
+        ``None`` leaves a bound open; ``lo >= hi`` gives nothing. ``reverse=True`` gives exactly
+        the reverse of the forward sequence. The view is the one at the call: committed data
+        (a RocksDB snapshot) merged with the pending writes of that moment; later writes and
+        commits do not show. Closing the database makes the iterator raise
+        :class:`StateStoreError` on its next step.
+
+        Runtime complexity: O(log p + k) for p pending writes and k keys read, plus the sort of
+        pending keys written since the last ordered read; committed keys under a pending
+        deleted range are read and skipped.
+
+        :raises TypeError: a bound is neither bytes nor ``None``.
+        :raises StateStoreError: RocksDB fails to read, or the database is closed or failed.
+        """
+        if self._unusable is not None:
+            self._refuse("items")
+        if not ((lo is None or isinstance(lo, bytes)) and (hi is None or isinstance(hi, bytes))):
+            raise TypeError(
+                f"items bounds are bytes or None, got {type(lo).__name__} and "
+                f"{type(hi).__name__}"
+            )
+        if lo is not None and hi is not None and lo >= hi:
+            return iter(())
+        read_options = ReadOptions()
+        if hi is not None:
+            read_options.set_iterate_upper_bound(hi)
+        try:
+            if reverse:
+                source = self._items(backwards=True, read_opt=read_options)
+            else:
+                source = self._items(from_key=lo, read_opt=read_options)
+        except Exception as exc:
+            raise self._read_error("items", exc, ()) from exc
+        cursor = _Cursor(source.__next__)
+        self._cursors.add(cursor)
+        pending: list[tuple[bytes, bytes | None]] = []
+        if self._dirty:
+            keys = self._sorted_keys()
+            start = 0 if lo is None else bisect_left(keys, lo)
+            stop = len(keys) if hi is None else bisect_left(keys, hi, start)
+            writes = self._writes
+            pending = [(key, writes[key]) for key in keys[start:stop]]
+        if not pending and not self._ranges:
+            return _backward(cursor, (), (), lo, self) if reverse else _forward(cursor, self)
+        if reverse:
+            pending.reverse()
+            return _backward(cursor, pending, self._ranges[::-1], lo, self)
+        return _merge_forward(cursor, pending, list(self._ranges), self)
+
+    # -- used by StateDB -------------------------------------------------------------------
+
+    def _write_pending(self, batch: WriteBatch) -> None:
+        """Add the pending ranges, then the pending writes, to ``batch``."""
+        handle = self._handle
+        for lo, hi in self._ranges:
+            batch.delete_range(lo, hi, handle)
+        put = batch.put
+        delete = batch.delete
+        for key, value in self._writes.items():
+            if value is None:
+                delete(key, handle)
+            else:
+                put(key, value, handle)
+
+    def _clear_pending(self) -> None:
+        """Forget the pending writes (after a commit wrote them, or on rollback)."""
+        if self._dirty:
+            self._writes = {}
+            self._sorted = []
+            self._fresh = []
+            self._ranges = []
+            self._dirty = False
+
+    def _detach(self, reason: str) -> None:
+        """Drop every RocksDB object and pending write; every later call raises ``reason``."""
+        self._clear_pending()
+        self._unusable = reason
+        unusable = self._unusable_error(reason)
+        self._get = self._items = unusable
+        self._handle = None
+
+    def _check(self) -> None:
+        """Assert the pending-write invariants (tests call it after each operation)."""
+        keys = sorted(self._sorted + self._fresh)
+        assert keys == sorted(self._writes), "sorted and fresh keys are the pending keys"
+        assert len(keys) == len(set(keys)), "no key is listed twice"
+        assert self._sorted == sorted(self._sorted), "sorted keys are sorted"
+        assert all(lo < hi for lo, hi in self._ranges), "ranges are not empty"
+        ranges = self._ranges
+        assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:], strict=False)), "disjoint"
+        assert self._dirty == bool(self._writes or self._ranges), "dirty flag"
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _sorted_keys(self) -> list[bytes]:
+        """The pending keys in order, merging in the keys written since the last call."""
+        keys = self._sorted
+        if self._fresh:
+            keys += self._fresh
+            keys.sort()  # Timsort merges the sorted run and the new keys
+            self._fresh = []
+        return keys
+
+    def _covered(self, key: bytes) -> bool:
+        """Whether a pending deleted range holds ``key``."""
+        ranges = self._ranges
+        index = bisect_right(ranges, key, key=_range_start) - 1
+        return index >= 0 and key < ranges[index][1]
+
+    def _refuse(self, operation: str, *arguments: object) -> None:
+        """Raise the error that explains why a write or an iteration is refused."""
+        if self._unusable is not None:
+            self._unusable_error(self._unusable)()
+        wrong = next(argument for argument in arguments if not isinstance(argument, bytes))
+        raise TypeError(
+            f"{operation} in keyspace {self.name!r}: keys and values are bytes, got "
+            f"{type(wrong).__name__}"
+        )
+
+    def _unusable_error(self, reason: str) -> Callable[..., Any]:
+        """A function that raises :class:`StateStoreError` for an unusable keyspace."""
+        directory = self._directory
+        operation = f"use of keyspace {self.name!r}"
+
+        def unusable(*_args: object, **_kwargs: object) -> Any:
+            raise StateStoreError(directory, operation, reason)
+
+        return unusable
+
+    def _read_error(self, operation: str, exc: Exception, keys: Iterable[object]) -> Exception:
+        """The error to raise for a failed read: a TypeError for a non-bytes key."""
+        for key in keys:
+            if not isinstance(key, bytes):
+                return TypeError(
+                    f"{operation} in keyspace {self.name!r}: keys are bytes, got "
+                    f"{type(key).__name__}"
+                )
+        return StateStoreError(
+            self._directory, f"{operation} in keyspace {self.name!r}",
+            describe_rocksdb_error(exc),
+        )
+
+
+def _step(cursor: _Cursor, keyspace: Keyspace) -> Item | None:
+    """The next committed item of ``cursor``, ``None`` at the end; errors are wrapped."""
+    try:
+        return cursor.next()  # type: ignore[no-any-return]
+    except StopIteration:
+        return None
+    except StateStoreError:
+        raise
+    except Exception as exc:
+        raise keyspace._read_error("items", exc, ()) from exc
+
+
+def _forward(cursor: _Cursor, keyspace: Keyspace) -> Iterator[Item]:
+    """Committed items in order (the keyspace had no pending writes)."""
+    while True:
+        try:
+            item = cursor.next()
+        except StopIteration:
+            return
+        except StateStoreError:
+            raise
+        except Exception as exc:
+            raise keyspace._read_error("items", exc, ()) from exc
+        yield item
+
+
+def _merge_forward(
+    cursor: _Cursor,
+    pending: list[tuple[bytes, bytes | None]],
+    ranges: list[tuple[bytes, bytes]],
+    keyspace: Keyspace,
+) -> Iterator[Item]:
+    """Committed items merged with pending writes and ranges, in ascending key order."""
+    position = 0
+    count = len(pending)
+    range_index = 0
+    range_count = len(ranges)
+    while (item := _step(cursor, keyspace)) is not None:
+        key = item[0]
+        while position < count and pending[position][0] < key:
+            written, value = pending[position]
+            position += 1
+            if value is not None:
+                yield written, value
+        if position < count and pending[position][0] == key:
+            value = pending[position][1]
+            position += 1
+            if value is not None:
+                yield key, value
+            continue
+        if range_count:
+            while range_index < range_count and ranges[range_index][1] <= key:
+                range_index += 1
+            if range_index < range_count and ranges[range_index][0] <= key:
+                continue
+        yield item
+    for written, value in pending[position:]:
+        if value is not None:
+            yield written, value
+
+
+def _backward(
+    cursor: _Cursor,
+    pending: list[tuple[bytes, bytes | None]] | tuple[()],
+    ranges: list[tuple[bytes, bytes]] | tuple[()],
+    lo: bytes | None,
+    keyspace: Keyspace,
+) -> Iterator[Item]:
+    """Committed items merged with pending writes and ranges, in descending key order.
+
+    ``pending`` and ``ranges`` are in descending order; RocksDB ignores a lower bound when
+    iterating backwards, so the loop stops at ``lo`` itself.
+    """
+    position = 0
+    count = len(pending)
+    range_index = 0
+    range_count = len(ranges)
+    while (item := _step(cursor, keyspace)) is not None:
+        key = item[0]
+        if lo is not None and key < lo:
+            break
+        while position < count and pending[position][0] > key:
+            written, value = pending[position]
+            position += 1
+            if value is not None:
+                yield written, value
+        if position < count and pending[position][0] == key:
+            value = pending[position][1]
+            position += 1
+            if value is not None:
+                yield key, value
+            continue
+        if range_count:
+            while range_index < range_count and ranges[range_index][0] > key:
+                range_index += 1
+            if range_index < range_count and key < ranges[range_index][1]:
+                continue
+        yield item
+    for written, value in pending[position:]:
+        if value is not None:
+            yield written, value
