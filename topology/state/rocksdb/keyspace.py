@@ -119,7 +119,8 @@ class Keyspace:
             if self._ranges and self._covered(key):
                 return None
         try:
-            return self._get(key)  # type: ignore[no-any-return]
+            value: bytes | None = self._get(key)
+            return value
         except StateStoreError:
             raise
         except Exception as exc:
@@ -137,7 +138,8 @@ class Keyspace:
         keys = list(keys)
         try:
             if not self._dirty:
-                return self._get(keys)  # type: ignore[no-any-return]
+                found: list[bytes | None] = self._get(keys)
+                return found
             writes = self._writes
             ranges = self._ranges
             values: list[bytes | None] = [None] * len(keys)
@@ -382,7 +384,8 @@ class Keyspace:
 def _step(cursor: _Cursor, keyspace: Keyspace) -> Item | None:
     """The next committed item of ``cursor``, ``None`` at the end; errors are wrapped."""
     try:
-        return cursor.next()  # type: ignore[no-any-return]
+        item: Item | None = cursor.next()
+        return item
     except StopIteration:
         return None
     except StateStoreError:
