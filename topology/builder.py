@@ -7,12 +7,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import TopologyError
-from .options import Consumed, Materialized
+from .options import Consumed, Materialized, checked_materialized
+from .runtime.getters import KeyValueStoreGetter, VersionedStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
 from .runtime.processors.stateless import PassThrough, SinkProcessor
 from .serde import serializer_of
-from .state.memory import InMemoryKeyValueStore
+from .state.memory import InMemoryKeyValueStore, InMemoryVersionedKeyValueStore
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -63,47 +64,93 @@ class StreamsBuilder:
 
         As in Kafka, the table is kept in a key-value store only when it is materialized: when
         ``materialized`` names the store (read it with ``driver.get_key_value_store(name)``),
-        or when a later operation needs the table's old values (``suppress``, ``group_by``),
-        which materializes it as ``<topic>-STATE-STORE-<n>``. That is decided by
-        :meth:`build`; a table without a store forwards each record as an update without an
-        old value.
+        or when a later operation needs the table's old values (``suppress``, ``group_by``)
+        or looks it up (a join), which materializes it as ``<topic>-STATE-STORE-<n>``. That
+        is decided by :meth:`build`; a table without a store forwards each record as an
+        update without an old value.
 
-        :raises TopologyError: if the topic already has a source in this builder.
+        With ``Materialized.versioned(name, history_retention)`` the table is kept in a
+        versioned store (read it with ``driver.get_versioned_key_value_store(name)``): a
+        stream joined to it reads each key as of the stream record's timestamp, and an
+        out-of-order update (older than the key's latest version) is forwarded flagged, so
+        that joins and re-groupings drop it (counted) while ``to_stream`` still emits it.
+
+        :raises TopologyError: if the topic already has a source in this builder, or a
+            versioned store has no name.
         """
         from .runtime.processors.stateless import TableSourceWithoutStore
         from .runtime.processors.table import TableSourceProcessor
-        from .table import KTable, OldValues
+        from .table import Flag, KTable, OldValues, TableLookup
 
         consumed = consumed or Consumed()
-        materialized = materialized or Materialized()
+        materialized = checked_materialized(materialized)
+        if materialized.is_versioned:
+            return self._versioned_table(topic, consumed, materialized)
         store = materialized.name or self.next_name(f"{topic}-STATE-STORE")
         source = self._add_source((topic,), consumed)
         key_serde = materialized.key_serde or consumed.key_serde
         value_serde = materialized.value_serde or consumed.value_serde
         self.add_kv_store(store, key_serde)
-        old = OldValues(None)
+        old = OldValues()
+        looked_up = Flag()
         named = materialized.name is not None
 
         def materialize() -> bool:
-            return named or old.enabled
+            return named or old.enabled or looked_up.enabled
 
         def factory() -> Any:
             if materialize():
                 return TableSourceProcessor(store, old)
             return TableSourceWithoutStore()
 
+        def lookup() -> TableLookup:
+            looked_up.enable()
+            return TableLookup(lambda task: KeyValueStoreGetter(task.stores[store]), (store,))
+
         node = self.add_node("KTABLE-SOURCE", factory, [source], stores=[store])
         self._table_sources.append((node, store, materialize))
         return KTable(self, node, key_serde, value_serde, old,
-                      store_name=store if named else None)
+                      store_name=store if named else None, lookup=lookup)
+
+    def _versioned_table(self, topic: str, consumed: Consumed, m: Materialized) -> KTable:
+        """:meth:`table` kept in a versioned store (``m.is_versioned``)."""
+        from .runtime.processors.table import VersionedTableSourceProcessor
+        from .table import KTable, OldValues, TableLookup
+
+        store = m.name
+        if store is None:
+            raise TopologyError(f"table({topic!r}): a versioned store needs a name "
+                                "(Materialized.versioned(name, history_retention))")
+        retention = m.history_retention_ms
+        assert retention is not None
+        source = self._add_source((topic,), consumed)
+        key_serde = m.key_serde or consumed.key_serde
+        value_serde = m.value_serde or consumed.value_serde
+        key_ser = serializer_of(key_serde)
+        interval = m.segment_interval_ms
+        self.add_store(StoreSpec(store, "versioned", lambda: InMemoryVersionedKeyValueStore(
+            store, key_ser, retention, interval)))  # type: ignore[arg-type]
+        old = OldValues()
+        node = self.add_node("KTABLE-SOURCE", lambda: VersionedTableSourceProcessor(store, old),
+                             [source], stores=[store])
+
+        def lookup() -> TableLookup:
+            return TableLookup(lambda task: VersionedStoreGetter(task.stores[store]), (store,))
+
+        return KTable(self, node, key_serde, value_serde, old, store_name=store,
+                      lookup=lookup, history_retention_ms=retention)
 
     def add_state_store(self, materialized: Materialized) -> str:
         """Add an in-memory key-value store for ``KStream.process`` processors; return its name.
 
         :raises TopologyError: without a store name, or for a name already used.
         """
+        materialized = checked_materialized(materialized)
         if materialized.name is None:
             raise TopologyError("add_state_store() needs Materialized(name=...)")
+        if materialized.is_versioned:
+            raise TopologyError("add_state_store(): versioned stores are for tables "
+                                "(StreamsBuilder.table); use Materialized(name=...)")
         self.add_kv_store(materialized.name, materialized.key_serde)
         return materialized.name
 

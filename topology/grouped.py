@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import TopologyError
-from .options import Materialized
+from .options import Materialized, checked_materialized
+from .runtime.getters import KeyValueStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
 from .runtime.processors import aggregate as ap
 from .serde import Serde, Serdes, serializer_of
 from .state.memory import InMemoryWindowStore
-from .table import KTable, OldValues, WindowInfo
+from .table import KTable, OldValues, TableLookup, WindowInfo
 from .windows import SessionWindows, SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
@@ -57,10 +58,10 @@ def _check(fn: Any, what: str) -> None:
 
 
 def _materialized(m: Materialized | None) -> Materialized:
-    if m is None:
-        return Materialized()
-    if not isinstance(m, Materialized):
-        raise TypeError(f"materialized must be a Materialized, got {type(m).__name__}")
+    m = checked_materialized(m)
+    if m.is_versioned:
+        raise TopologyError("aggregations keep their latest value: Materialized.versioned is "
+                            "only for StreamsBuilder.table")
     return m
 
 
@@ -156,11 +157,13 @@ class _Grouping(ABC):
             b.add_store(StoreSpec(store, "window", lambda: InMemoryWindowStore(
                 store, key_ser, window.size_ms, retention)))
             info = WindowInfo(window.grace_ms, _window_end)
-        old = OldValues(None)
+        old = OldValues()
         node = b.add_node(kind.prefix, kind.processor(store, old), [source], name=name,
                           stores=[store])
+        lookup = None if window is not None else (lambda: TableLookup(
+            lambda task: KeyValueStoreGetter(task.stores[store]), (store,)))
         return KTable(b, node, key_serde, kind.value_serde(m, self._value_serde), old, info,
-                      store_name=store)
+                      store_name=store, lookup=lookup)
 
 
 def _stream_kind(prefix: str, value_serde: Callable[..., Serde[Any] | None],

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass
 from typing import Any
+
+from suppress.time import to_millis
 
 from .errors import TopologyError
 from .serde import Serde
 
-__all__ = ("Consumed", "Grouped", "Materialized", "Produced")
+__all__ = ("Consumed", "Grouped", "Materialized", "Produced", "checked_materialized")
 
 
 def _check_serde(serde: Any, what: str) -> None:
@@ -55,49 +58,96 @@ class Grouped:
 
 @dataclass(frozen=True)
 class Materialized:
-    """How a table or aggregate is stored: store name, serdes and backend.
+    """How a table or aggregate is stored: store name, serdes, backend and versioning.
 
-    ``Materialized(name)`` and :meth:`in_memory` use the in-memory backend.
+    ``persistence`` picks the backend: ``None`` follows the runtime (memory in the test
+    driver without a ``state_dir``, RocksDB with one and in the Spark runners), ``True``
+    forces RocksDB, ``False`` memory. Build one with the constructor (a plain store),
+    :meth:`in_memory`, :meth:`persistent` or :meth:`versioned`.
+
+    :raises TypeError: for an empty or non-str name, or a serde that is not a ``Serde``.
+    :raises ValueError: for a negative history retention or a non-positive segment interval.
     """
 
     name: str | None = None
     key_serde: Serde[Any] | None = None
     value_serde: Serde[Any] | None = None
-    backend: str = "in_memory"
+    persistence: bool | None = None
+    history_retention_ms: int | None = None
+    """Set for a versioned store: how much history (ms) it keeps; also its grace period."""
+    segment_interval_ms: int | None = None
+    """A versioned store's segment interval (ms); ``None`` derives it from the retention."""
 
     def __post_init__(self) -> None:
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
             raise TypeError(f"store name must be a non-empty str, got {self.name!r}")
         _check_serde(self.key_serde, "Materialized key_serde")
         _check_serde(self.value_serde, "Materialized value_serde")
+        if self.persistence is not None and not isinstance(self.persistence, bool):
+            raise TypeError(f"persistent must be True, False or None, got {self.persistence!r}")
+        if self.history_retention_ms is not None:
+            object.__setattr__(self, "history_retention_ms",
+                               to_millis(self.history_retention_ms, "history_retention"))
+        if self.segment_interval_ms is not None:
+            if self.history_retention_ms is None:
+                raise ValueError("segment_interval is only for versioned stores "
+                                 "(Materialized.versioned)")
+            interval = to_millis(self.segment_interval_ms, "segment_interval")
+            if interval <= 0:
+                raise ValueError(f"segment_interval must be positive, got {interval} ms")
+            object.__setattr__(self, "segment_interval_ms", interval)
+
+    @property
+    def is_versioned(self) -> bool:
+        """Whether this asks for a versioned store."""
+        return self.history_retention_ms is not None
 
     @staticmethod
     def in_memory(name: str) -> Materialized:
-        """An in-memory store called ``name``."""
-        return Materialized(name=name)
+        """An in-memory store called ``name``, whatever the runtime's default."""
+        return Materialized(name=name, persistence=False)
 
     @staticmethod
     def persistent(name: str) -> Materialized:
-        """A RocksDB store called ``name``.
-
-        :raises TopologyError: in this version: persistent (RocksDB) stores arrive with the
-            durable-state issue, and silently keeping the data in memory would lose it on
-            restart.
-        """
-        raise TopologyError(
-            f"Materialized.persistent({name!r}): RocksDB-backed stores are not available in "
-            "this version yet; use Materialized.in_memory(name)"
-        )
+        """A RocksDB store called ``name``, whatever the runtime's default."""
+        return Materialized(name=name, persistence=True)
 
     @staticmethod
-    def versioned(name: str, history_retention: Any, segment_interval: Any = None
-                  ) -> Materialized:
-        """A versioned store called ``name`` keeping ``history_retention`` ms of history.
+    def versioned(name: str, history_retention: int | _dt.timedelta,
+                  segment_interval: int | _dt.timedelta | None = None,
+                  persistent: bool | None = None) -> Materialized:
+        """A versioned key-value store (KIP-889) called ``name``, for ``StreamsBuilder.table``.
 
-        :raises TopologyError: in this version: versioned stores arrive with the
-            versioned-tables issue.
+        It keeps every version of a key for ``history_retention`` (ms or ``timedelta``, also
+        its grace period: older writes are rejected and counted); a stream joined to the table
+        reads it as of each record's timestamp. ``segment_interval`` (ms) groups versions for
+        expiry (default: derived from the retention). ``persistent`` as for every store.
+
+        :raises TypeError: for an empty name or a missing retention.
+        :raises ValueError: for a negative retention or a non-positive segment interval.
         """
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a versioned store needs a non-empty str name, got {name!r}")
+        if history_retention is None:
+            raise TypeError("a versioned store needs a history_retention (ms or timedelta)")
+        return Materialized(name=name, persistence=persistent,
+                            history_retention_ms=history_retention,  # type: ignore[arg-type]
+                            segment_interval_ms=segment_interval)  # type: ignore[arg-type]
+
+
+def checked_materialized(materialized: Materialized | None) -> Materialized:
+    """``materialized`` (or the default), refusing a backend this version cannot give.
+
+    :raises TypeError: for anything but a ``Materialized``.
+    :raises TopologyError: for ``persistence=True`` (RocksDB stores in the DSL).
+    """
+    if materialized is None:
+        return Materialized()
+    if not isinstance(materialized, Materialized):
+        raise TypeError(f"materialized must be a Materialized, got "
+                        f"{type(materialized).__name__}")
+    if materialized.persistence:
         raise TopologyError(
-            f"Materialized.versioned({name!r}, ...): versioned stores are not available in "
-            "this version yet"
-        )
+            f"store {materialized.name!r}: persistent (RocksDB) stores are not available in "
+            "the DSL yet; use an in-memory store (persistent=None or False)")
+    return materialized

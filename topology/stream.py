@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+
+from suppress.time import to_millis
 
 from .errors import TopologyError
 from .options import Grouped, Produced
 from .runtime.api import Processor
 from .runtime.graph import GraphNode
 from .runtime.processors import stateless as sp
-from .serde import Serde
+from .runtime.processors.join import StreamTableJoinProcessor
+from .serde import Serde, serializer_of
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
     from .grouped import KGroupedStream
+    from .table import KTable
 
 __all__ = ("KStream",)
 
@@ -135,6 +140,72 @@ class KStream:
             "KSTREAM-PROCESSOR", lambda: sp.UserProcessorAdapter(supplier, store_names),
             [self._node], stores=list(store_names))
         return KStream(self._builder, node, None, None, True)
+
+    def join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
+             grace: int | _dt.timedelta | None = None) -> KStream:
+        """Inner join with ``table``: ``joiner(stream_value, table_value)`` for each match.
+
+        Each stream record looks the table up by its key: a versioned table **as of the
+        record's timestamp** (the version valid then), any other table at its current value.
+        Without a value, the record gives nothing. The result keeps the stream record's key
+        and timestamp; table updates alone never give output. A record with a ``None`` key
+        or value is dropped and counted in ``dropped-records-total``. A stream whose key an
+        earlier step changed is repartitioned first (``<node>-repartition``).
+
+        ``grace`` (ms or ``timedelta``, versioned tables only) holds each stream record back
+        until records ``grace`` ms newer arrived, so table updates up to ``grace`` late still
+        reach it; a record already older than that is joined at once. Held records leave in
+        (timestamp, key bytes, arrival) order; they are in memory and not joined when the
+        driver closes.
+
+        Named ``KSTREAM-JOIN-<n>`` as in Kafka.
+
+        :raises TypeError: for a non-table ``table`` or a non-callable ``joiner``.
+        :raises TopologyError: for a windowed table; a grace period on a table that is not
+            versioned, or longer than the table's history retention.
+        :raises ValueError: for a negative grace period.
+        """
+        return self._join_table(table, joiner, False, grace)
+
+    def left_join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
+                  grace: int | _dt.timedelta | None = None) -> KStream:
+        """Left join with ``table``: as :meth:`join`, with ``table_value`` ``None`` if absent.
+
+        Named ``KSTREAM-LEFTJOIN-<n>`` as in Kafka.
+        """
+        return self._join_table(table, joiner, True, grace)
+
+    def _join_table(self, table: KTable, joiner: Callable[[Any, Any], Any], left: bool,
+                    grace: int | _dt.timedelta | None) -> KStream:
+        from .table import KTable
+
+        what = "KStream.left_join" if left else "KStream.join"
+        if not isinstance(table, KTable):
+            raise TypeError(f"{what} needs a KTable, got {type(table).__name__}")
+        _check_callable(joiner, f"{what} joiner")
+        grace_ms = None if grace is None else to_millis(grace, "grace")
+        if grace_ms is not None:
+            retention = table._history_retention_ms
+            if retention is None:
+                raise TopologyError(f"{what}: the table must be versioned to use a grace "
+                                    "period in a stream-table join "
+                                    "(Materialized.versioned)")
+            if retention < grace_ms:
+                raise TopologyError(f"{what}: the table's history retention ({retention} ms) "
+                                    f"must be at least the grace period ({grace_ms} ms)")
+        lookup = table.looked_up(what)
+        b = self._builder
+        parent = self._node
+        if self._repartition_required:
+            parent = b.add_stream_repartition(parent, parent.name)
+        key_ser = serializer_of(self._key_serde)
+        as_of = table.is_versioned
+        node = b.add_node(
+            "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
+            lambda: StreamTableJoinProcessor(lookup.getter, joiner, left, as_of, grace_ms,
+                                             key_ser),
+            [parent], stores=list(lookup.stores))
+        return KStream(b, node, self._key_serde, None)
 
     def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:
         """Group records by their current key (repartitioned if an earlier step changed it)."""

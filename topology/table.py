@@ -9,41 +9,81 @@ from typing import TYPE_CHECKING, Any
 from suppress.config import Suppressed
 
 from .errors import TopologyError
-from .options import Grouped
+from .options import Grouped, Materialized, checked_materialized
+from .runtime.getters import (
+    FilterGetter,
+    GetterFactory,
+    JoinGetter,
+    KeyValueStoreGetter,
+    MapValuesGetter,
+    SuppressGetter,
+    ValueGetter,
+)
 from .runtime.graph import GraphNode
 from .runtime.processors import table as tp
+from .runtime.processors.join import TableJoinMerger, TableJoinProcessor
 from .runtime.processors.suppress import SuppressNodeProcessor
 from .serde import Serde, fallback_value_bytes, serializer_of, windowed_serializer
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
     from .grouped import KGroupedTable
+    from .runtime.task import Task
     from .stream import KStream
 
-__all__ = ("KTable", "OldValues", "WindowInfo")
+__all__ = ("Flag", "KTable", "OldValues", "TableLookup", "WindowInfo")
 
 
-class OldValues:
+class Flag:
+    """A switch set while the topology is defined and read once by each task."""
+
+    __slots__ = ("enabled",)
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+    def enable(self) -> None:
+        """Set the flag."""
+        self.enabled = True
+
+
+class OldValues(Flag):
     """Whether a table node must compute old values; enabling it enables its upstream too.
 
     Called with no arguments by the processors (once, at task start) to read the flag.
     """
 
-    __slots__ = ("enabled", "_upstream")
+    __slots__ = ("_upstream",)
 
-    def __init__(self, upstream: OldValues | None) -> None:
-        self.enabled = False
+    def __init__(self, *upstream: OldValues) -> None:
+        super().__init__()
         self._upstream = upstream
 
     def enable(self) -> None:
         """Ask this node (and the nodes it reads from) to send old values."""
         self.enabled = True
-        if self._upstream is not None:
-            self._upstream.enable()
+        for parent in self._upstream:
+            parent.enable()
 
     def __call__(self) -> bool:
         """Whether old values are needed."""
         return self.enabled
+
+
+@dataclass(frozen=True)
+class TableLookup:
+    """How a join reads a table: a getter factory and the stores it reads (for describe())."""
+
+    getter: GetterFactory
+    stores: tuple[str, ...]
+
+
+_JOIN_NAMES = {
+    "inner": ("KTABLE-JOINTHIS", "KTABLE-JOINOTHER", "inner", "inner"),
+    "left": ("KTABLE-LEFTTHIS", "KTABLE-LEFTOTHER", "left", "right"),
+    "outer": ("KTABLE-OUTERTHIS", "KTABLE-OUTEROTHER", "outer", "outer"),
+}
+"""Join kind -> node prefixes of this side and the other, and each side's mode."""
 
 
 @dataclass(frozen=True)
@@ -64,39 +104,81 @@ class KTable:
 
     def __init__(self, builder: StreamsBuilder, node: GraphNode, key_serde: Serde[Any] | None,
                  value_serde: Serde[Any] | None, old_values: OldValues,
-                 window: WindowInfo | None = None, store_name: str | None = None) -> None:
+                 window: WindowInfo | None = None, store_name: str | None = None,
+                 lookup: Callable[[], TableLookup] | None = None,
+                 history_retention_ms: int | None = None) -> None:
         self._builder = builder
         self._node = node
         self._key_serde = key_serde
         self._value_serde = value_serde
         self._old_values = old_values
         self._window = window
+        self._lookup = lookup
+        self._history_retention_ms = history_retention_ms
         self.store_name = store_name
         """Name of the store holding this table, or ``None`` if it is not materialized."""
 
+    @property
+    def is_versioned(self) -> bool:
+        """Whether this table reads a versioned store (joins look it up as of a time)."""
+        return self._history_retention_ms is not None
+
     def _derive(self, prefix: str, factory: Callable[[], Any], old: OldValues,
                 value_serde: Serde[Any] | None, name: str | None = None,
-                stores: list[str] | None = None) -> KTable:
+                stores: list[str] | None = None,
+                lookup: Callable[[], TableLookup] | None = None,
+                history_retention_ms: int | None = None) -> KTable:
         node = self._builder.add_node(prefix, factory, [self._node], name=name, stores=stores)
-        return KTable(self._builder, node, self._key_serde, value_serde, old, self._window)
+        return KTable(self._builder, node, self._key_serde, value_serde, old, self._window,
+                      lookup=lookup, history_retention_ms=history_retention_ms)
+
+    def _derived_lookup(self, wrap: Callable[[ValueGetter], ValueGetter]
+                        ) -> Callable[[], TableLookup] | None:
+        """The lookup of a table computed from this one by ``wrap`` around its getter."""
+        parent = self._lookup
+        if parent is None:
+            return None
+
+        def lookup() -> TableLookup:
+            inner = parent()
+            return TableLookup(lambda task: wrap(inner.getter(task)), inner.stores)
+
+        return lookup
+
+    def looked_up(self, what: str) -> TableLookup:
+        """How ``what`` (a join) reads this table; materializes it if needed.
+
+        :raises TopologyError: for a windowed table.
+        """
+        if self._lookup is None:
+            raise TopologyError(f"{what}: table [{self._node.name}] cannot be looked up: "
+                                "joins on windowed tables are not supported")
+        return self._lookup()
 
     def filter(self, predicate: Callable[[Any, Any], bool]) -> KTable:
         """Keep rows for which ``predicate(key, value)`` holds; others become deletes."""
         if not callable(predicate):
             raise TypeError("filter predicate must be callable")
+        return self._filter(predicate, False)
+
+    def _filter(self, predicate: Callable[[Any, Any], bool], negate: bool) -> KTable:
         old = OldValues(self._old_values)
+        versioned = self.is_versioned
+
+        def keep(key: Any, value: Any) -> bool:
+            return bool(predicate(key, value)) is not negate
+
         return self._derive("KTABLE-FILTER",
-                            lambda: tp.TableFilterProcessor(predicate, False, old), old,
-                            self._value_serde)
+                            lambda: tp.TableFilterProcessor(predicate, negate, old, versioned),
+                            old, self._value_serde,
+                            lookup=self._derived_lookup(lambda g: FilterGetter(g, keep)),
+                            history_retention_ms=self._history_retention_ms)
 
     def filter_not(self, predicate: Callable[[Any, Any], bool]) -> KTable:
         """Drop rows for which ``predicate(key, value)`` holds (they become deletes)."""
         if not callable(predicate):
             raise TypeError("filter_not predicate must be callable")
-        old = OldValues(self._old_values)
-        return self._derive("KTABLE-FILTER",
-                            lambda: tp.TableFilterProcessor(predicate, True, old), old,
-                            self._value_serde)
+        return self._filter(predicate, True)
 
     def map_values(self, mapper: Callable[[Any], Any]) -> KTable:
         """Map each value with ``mapper(value)``; deletes stay deletes."""
@@ -104,7 +186,9 @@ class KTable:
             raise TypeError("map_values mapper must be callable")
         old = OldValues(self._old_values)
         return self._derive("KTABLE-MAPVALUES", lambda: tp.TableMapValuesProcessor(mapper, old),
-                            old, None)
+                            old, None,
+                            lookup=self._derived_lookup(lambda g: MapValuesGetter(g, mapper)),
+                            history_retention_ms=self._history_retention_ms)
 
     def to_stream(self) -> KStream:
         """The stream of this table's updates: each change's new value (``None`` = delete)."""
@@ -124,12 +208,22 @@ class KTable:
         ``driver.get_state_store``). The buffer is logged, so the driver lists its changelog
         topic once a record reached it.
 
-        :raises TopologyError: for final results on a table that is not windowed, or a store
-            name already taken.
+        A join reading a suppressed table sees, for a key still buffered, the value the
+        suppression last emitted (nothing if it never emitted the key); for other keys, the
+        upstream table's value.
+
+        :raises TopologyError: for final results on a table that is not windowed, a
+            versioned table (its out-of-order updates cannot be suppressed meaningfully, as in
+            Kafka), or a store name already taken.
         :raises TypeError: if ``suppressed`` is not a :class:`~suppress.Suppressed`.
         """
         if not isinstance(suppressed, Suppressed):
             raise TypeError(f"suppress() needs a Suppressed, got {type(suppressed).__name__}")
+        if self.is_versioned:
+            raise TopologyError(
+                f"suppress() is not supported on a versioned table: [{self._node.name}] reads "
+                "a versioned store (Materialized.versioned); materialize it in a plain store "
+                "or suppress a table that is not versioned")
         name = suppressed.name or self._builder.next_name("KTABLE-SUPPRESS")
         window = self._window
         if suppressed.final_results:
@@ -160,7 +254,24 @@ class KTable:
             lambda: SuppressNodeProcessor(suppressed, delay, key_ser, value_ser, buffer_time,
                                           store),
             OldValues(self._old_values), self._value_serde, name=name, stores=[store],
+            lookup=self._suppressed_lookup(name, store),
         )
+
+    def _suppressed_lookup(self, name: str, store: str) -> Callable[[], TableLookup] | None:
+        """The lookup of suppression ``name`` (buffer ``store``) below this table."""
+        parent = self._lookup
+        if parent is None:
+            return None
+
+        def lookup() -> TableLookup:
+            inner = parent()
+
+            def getter(task: Task) -> ValueGetter:
+                return SuppressGetter(inner.getter(task), task.suppression_lookup(name))
+
+            return TableLookup(getter, (store, *inner.stores))
+
+        return lookup
 
     def group_by(self, selector: Callable[[Any, Any], tuple[Any, Any]],
                  grouped: Grouped | None = None) -> KGroupedTable:
@@ -190,3 +301,90 @@ class KTable:
                                       [self._node], name=name)
         return KGroupedTable(self._builder, node, grouped.key_serde, grouped.value_serde,
                              grouped.name)
+
+    # -- table-table joins ---------------------------------------------------------------------
+
+    def join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+             materialized: Materialized | None = None) -> KTable:
+        """Inner join with ``other`` on the key: ``joiner(this_value, other_value)``.
+
+        An update of either side reads the other side's current value (a versioned side: its
+        latest) and, while both have one, updates the result; a delete of either side deletes
+        it. The result's timestamp is the later of the two sides'. Out-of-order updates of a
+        versioned side are dropped and counted (``dropped-records-total``, reason
+        ``out-of-order-update``). ``materialized`` may name a store for the result.
+
+        Names as Kafka: ``KTABLE-JOINTHIS-<n>``, ``KTABLE-JOINOTHER-<n+1>``,
+        ``KTABLE-MERGE-<n+2>``.
+
+        :raises TypeError: for a non-table ``other``, a non-callable joiner or a bad
+            ``materialized``.
+        :raises TopologyError: for a windowed table on either side.
+        """
+        return self._table_join(other, joiner, "inner", materialized)
+
+    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+                  materialized: Materialized | None = None) -> KTable:
+        """Left join with ``other``: every key of this table, ``other_value`` ``None`` if absent.
+
+        As :meth:`join`, except that this side's value alone gives a result. Names:
+        ``KTABLE-LEFTTHIS-<n>``, ``KTABLE-LEFTOTHER-<n+1>``, ``KTABLE-MERGE-<n+2>``.
+        """
+        return self._table_join(other, joiner, "left", materialized)
+
+    def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+                   materialized: Materialized | None = None) -> KTable:
+        """Outer join with ``other``: every key of either table (the missing side ``None``).
+
+        As :meth:`join`, except that either side's value alone gives a result. Names:
+        ``KTABLE-OUTERTHIS-<n>``, ``KTABLE-OUTEROTHER-<n+1>``, ``KTABLE-MERGE-<n+2>``.
+        """
+        return self._table_join(other, joiner, "outer", materialized)
+
+    def _table_join(self, other: KTable, joiner: Callable[[Any, Any], Any], kind: str,
+                    materialized: Materialized | None) -> KTable:
+        if not isinstance(other, KTable):
+            raise TypeError(f"{kind} join needs a KTable, got {type(other).__name__}")
+        if not callable(joiner):
+            raise TypeError(f"{kind} join joiner must be callable, got {type(joiner).__name__}")
+        m = checked_materialized(materialized)
+        if m.is_versioned:
+            raise TopologyError("a join result keeps its latest value: Materialized.versioned "
+                                "is only for StreamsBuilder.table")
+        what = f"KTable.{'join' if kind == 'inner' else kind + '_join'}"
+        this_lookup = self.looked_up(what)
+        other_lookup = other.looked_up(what)
+        b = self._builder
+        this_prefix, other_prefix, this_mode, other_mode = _JOIN_NAMES[kind]
+        this_name = b.next_name(this_prefix)
+        other_name = b.next_name(other_prefix)
+        merge_name = b.next_name("KTABLE-MERGE")
+        store = m.name
+        if store is not None:
+            b.add_kv_store(store, m.key_serde or self._key_serde)
+        old = OldValues(self._old_values, other._old_values)
+
+        def reversed_joiner(other_value: Any, this_value: Any) -> Any:
+            return joiner(this_value, other_value)
+
+        this_node = b.add_node(this_prefix, lambda: TableJoinProcessor(
+            other_lookup.getter, joiner, this_mode, old), [self._node], name=this_name,
+            stores=list(other_lookup.stores))
+        other_node = b.add_node(other_prefix, lambda: TableJoinProcessor(
+            this_lookup.getter, reversed_joiner, other_mode, old), [other._node],
+            name=other_name, stores=list(this_lookup.stores))
+        merge = b.add_node("KTABLE-MERGE", lambda: TableJoinMerger(store, old),
+                           [this_node, other_node], name=merge_name,
+                           stores=[] if store is None else [store])
+
+        def lookup() -> TableLookup:
+            if store is not None:
+                return TableLookup(lambda task: KeyValueStoreGetter(task.stores[store]),
+                                   (store,))
+            return TableLookup(lambda task: JoinGetter(this_lookup.getter(task),
+                                                       other_lookup.getter(task), joiner,
+                                                       kind),
+                               this_lookup.stores + other_lookup.stores)
+
+        return KTable(b, merge, self._key_serde, m.value_serde, old, store_name=store,
+                      lookup=lookup)

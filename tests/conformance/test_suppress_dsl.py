@@ -51,15 +51,15 @@ IN_SCOPE = (
 #: tests will live with that feature (no skipped placeholders are generated for them):
 #: - sliding windows issue: final_results_sliding_diff5_grace15
 #: - session windows issue: final_results_session_gap5_nograce
-#: - stream-table joins issue: suppress_before_join_right, suppress_before_join_left
 #: - durability / restart (changelog restore) issue: durability_restart_restores_buffer
 EXCLUDED_LATER_ISSUES = (
     "final_results_sliding_diff5_grace15",
     "final_results_session_gap5_nograce",
-    "suppress_before_join_right",
-    "suppress_before_join_left",
     "durability_restart_restores_buffer",
 )
+
+#: dsl-level scenarios with several input topics (table-table joins of a suppressed table).
+JOIN_SCENARIOS = ("suppress_before_join_left", "suppress_before_join_right")
 
 RAW_TOPIC = "output-raw"
 SUPPRESSED_TOPIC = "output-suppressed"
@@ -258,8 +258,43 @@ def test_every_in_scope_scenario_is_in_the_data_file() -> None:
 
 def test_every_dsl_scenario_is_either_in_scope_or_owned_by_a_later_issue() -> None:
     dsl = {name for name, s in SCENARIOS.items() if s["level"] == "dsl"}
-    assert dsl == set(IN_SCOPE) | set(EXCLUDED_LATER_ISSUES)
+    assert dsl == set(IN_SCOPE) | set(EXCLUDED_LATER_ISSUES) | set(JOIN_SCENARIOS)
     assert not set(IN_SCOPE) & set(EXCLUDED_LATER_ISSUES)
+
+
+def _suppressed_outer_join(suppressed_side: str) -> Topology:
+    """Java: one table suppressed untilTimeLimit(10ms); left.outerJoin(right, "(l,r)")."""
+    b = StreamsBuilder()
+    left = b.table("left", _strings())
+    right = b.table("right", _strings())
+    limit = Suppressed.until_time_limit(10, BufferConfig.unbounded())
+    if suppressed_side == "left":
+        left = left.suppress(limit)
+    else:
+        right = right.suppress(limit)
+    left.outer_join(right, lambda lv, rv: f"({lv},{rv})".replace("None", "null")) \
+        .to_stream().to("output")
+    return b.build()
+
+
+@pytest.mark.parametrize("name", JOIN_SCENARIOS, ids=JOIN_SCENARIOS)
+def test_join_scenario(name: str) -> None:
+    scenario = SCENARIOS[name]
+    side = "left" if name.endswith("left") else "right"
+    checkpoints = {c["after_input_index"]: c["output_so_far_len"]
+                   for c in scenario.get("checkpoints", [])}
+    with TopologyTestDriver(_suppressed_outer_join(side)) as driver:
+        topics = {t: driver.create_input_topic(t, Serdes.string(), Serdes.string())
+                  for t in ("left", "right")}
+        out = driver.create_output_topic("output")
+        emitted: list[Any] = []
+        for index, item in enumerate(scenario["inputs"]):
+            key, value, ts = item["record"]
+            topics[item["topic"]].pipe_input(key, value, timestamp=ts)
+            emitted.extend(out.read_records_to_list())
+            if index in checkpoints:
+                assert len(emitted) == checkpoints[index], f"output after input #{index}"
+        assert _actual(emitted) == _expected(scenario["expected_outputs"])
 
 
 @pytest.mark.parametrize("name", IN_SCOPE, ids=IN_SCOPE)

@@ -16,12 +16,17 @@ class DropReason:
     NULL_KEY = "null-key"
     NULL_VALUE = "null-value"
     EXPIRED_WINDOW = "expired-window"
+    OUT_OF_ORDER = "out-of-order-update"
+    """An out-of-order update of a versioned table reaching a join or a re-grouping."""
+    EXPIRED_VERSION = "expired-version"
+    """A write to a versioned store older than its history retention allows."""
 
 
 class TaskMetrics:
     """Counters of one task. ``dropped-records-total`` counts every drop, once per reason."""
 
-    __slots__ = ("dropped", "lateness_n", "lateness_sum", "lateness_max", "suppressors")
+    __slots__ = ("dropped", "lateness_n", "lateness_sum", "lateness_max", "suppressors",
+                 "versioned_stores")
 
     def __init__(self) -> None:
         self.dropped: Counter[str] = Counter()
@@ -30,6 +35,8 @@ class TaskMetrics:
         self.lateness_sum = 0
         self.lateness_max = 0
         self.suppressors: dict[str, object] = {}
+        self.versioned_stores: list[object] = []
+        """Versioned stores: each counts the writes it rejected (``dropped_records``)."""
 
     def drop(self, reason: str, n: int = 1) -> None:
         """Count ``n`` dropped records for ``reason``."""
@@ -41,8 +48,13 @@ class TaskMetrics:
         Suppression metrics appear summed over nodes under Kafka's names, and per node as
         ``<metric>{node=<name>}``.
         """
-        out: dict[str, float] = {"dropped-records-total": float(sum(self.dropped.values()))}
-        for reason, n in sorted(self.dropped.items()):
+        dropped = self.dropped.copy()
+        expired = sum(store.dropped_records  # type: ignore[attr-defined]
+                      for store in self.versioned_stores)
+        if expired:
+            dropped[DropReason.EXPIRED_VERSION] += expired
+        out: dict[str, float] = {"dropped-records-total": float(sum(dropped.values()))}
+        for reason, n in sorted(dropped.items()):
             out[f"dropped-records-total{{reason={reason}}}"] = float(n)
         if self.lateness_n:
             out["record-lateness-avg"] = self.lateness_sum / self.lateness_n

@@ -6,7 +6,11 @@ every node is initialised. There are two kinds of entry:
 
 - a record entry ``(key, value, context)``, for streams;
 - a change entry ``(key, new, old, context)``, for table updates: a table update travels as
-  its two values, without a :class:`~topology.record.Change` object between built-in nodes.
+  its two values, without a :class:`~topology.record.Change` object between built-in nodes;
+- a stale entry, shaped like the change entry, for an update of a versioned table that is
+  not the key's latest version (an out-of-order update within the history retention, Kafka's
+  ``isLatest=false``). Nodes that pass updates on keep the flag; joins and re-groupings drop
+  such updates (counted); every other node treats them as ordinary updates.
 
 A node names its entries with :meth:`InternalProcessor.record_entry` and
 :meth:`InternalProcessor.change_entry` (by default its ``process`` and ``process_change``
@@ -35,10 +39,11 @@ ForwardChange = Callable[[Any, Any, Any, RecordContext], None]
 
 
 class Entry(NamedTuple):
-    """Where a node receives records: its record entry and its change entry."""
+    """Where a node receives records: its record, change and stale-update entries."""
 
     record: Forward
     change: ForwardChange
+    stale: ForwardChange
 
 
 def _discard(*args: Any) -> None:
@@ -73,8 +78,8 @@ class InternalProcessor:
     :meth:`connect` with the children's entries, then records through the entries, then
     :meth:`close`.
 
-    ``forward`` and ``forward_change`` are the children's entries, bound by :meth:`connect`;
-    until then they discard.
+    ``forward``, ``forward_change`` and ``forward_stale`` are the children's entries, bound by
+    :meth:`connect`; until then they discard.
     """
 
     name: str = ""
@@ -83,6 +88,8 @@ class InternalProcessor:
     """Sends a record to every child's record entry."""
     forward_change: ForwardChange = staticmethod(_discard)
     """Sends a table update to every child's change entry."""
+    forward_stale: ForwardChange = staticmethod(_discard)
+    """Sends an out-of-order update of a versioned table to every child's stale entry."""
 
     def init(self, task: Task) -> None:
         """Bind the stores and metrics this node uses (called once, parents first)."""
@@ -95,10 +102,15 @@ class InternalProcessor:
         """The callable parents send table updates to: :meth:`process_change`."""
         return self.process_change
 
+    def stale_entry(self) -> ForwardChange:
+        """The callable parents send out-of-order versioned updates to: :meth:`process_stale`."""
+        return self.process_stale
+
     def connect(self, children: Sequence[Entry]) -> None:
-        """Bind ``forward`` and ``forward_change`` to the children's entries, in order."""
+        """Bind the forwards to the children's entries, in order."""
         self.forward = fan_out([child.record for child in children])
         self.forward_change = fan_out([child.change for child in children])
+        self.forward_stale = fan_out([child.stale for child in children])
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Handle one record (the default passes it on)."""
@@ -107,6 +119,10 @@ class InternalProcessor:
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Handle one table update; the default hands ``Change(new, old)`` to :meth:`process`."""
         self.process(key, Change(new, old), ctx)
+
+    def process_stale(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Handle an out-of-order versioned update; the default: as an ordinary update."""
+        self.process_change(key, new, old, ctx)
 
     def close(self) -> None:
         """Release resources when the task closes."""

@@ -118,8 +118,12 @@ class Task:
         """Suppression node name -> its stream time and buffer, whichever path runs it."""
         self.fused: dict[str, Any] = {}
         """Aggregation node name -> the fused final-results step that runs it."""
+        self._looked_up: set[str] = set()
+        """Suppressions a join reads (see :meth:`suppression_lookup`); never fused."""
         self.stores: dict[str, Any] = {spec.name: spec.factory() for spec in topology.stores}
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
+        self.metrics.versioned_stores = [self.stores[spec.name] for spec in topology.stores
+                                         if spec.kind == "versioned"]
         self._output = output
         self._queue: deque[tuple[str, Any, Any, int, Headers]] = deque()
         self._offsets: dict[str, int] = {}  # next offset per topic, piped or re-queued
@@ -137,11 +141,11 @@ class Task:
             self.processors[node.name].init(self)
         if fuse:
             self._fuse()
-        entries = {name: Entry(p.record_entry(), p.change_entry())
+        entries = {name: Entry(p.record_entry(), p.change_entry(), p.stale_entry())
                    for name, p in self.processors.items()}
         raw: dict[str, Callable[..., None]] = {}
         for name, fused in self.fused.items():
-            entries[name] = Entry(fused.record_entry(), entries[name].change)
+            entries[name] = entries[name]._replace(record=fused.record_entry())
             raw[name] = fused.raw_entry()
         for node in topology.nodes:
             self.processors[node.name].connect([entries[c.name] for c in node.children])
@@ -162,6 +166,8 @@ class Task:
                 continue
             parent = self.processors[node.name]
             child = self.processors[node.children[0].name]
+            if child.name in self._looked_up:
+                continue
             if can_fuse(parent, child):
                 fused = FusedFinalResults(parent, child, self.debug_metrics)  # type: ignore[arg-type]
                 self.fused[node.name] = fused
@@ -176,6 +182,19 @@ class Task:
         if store_name is not None:
             self.stores[store_name] = view
             self._store_kinds[store_name] = "suppression-buffer"
+
+    def suppression_lookup(self, name: str) -> Callable[[Any], tuple[bool, Any]]:
+        """``prior_value(key)`` of suppression ``name``, for a join reading its table.
+
+        Called while processors are initialised (the suppression is initialised first, as
+        its node was defined first); the suppression then runs unfused.
+
+        :raises KeyError: if no suppression ``name`` was initialised yet.
+        """
+        self._looked_up.add(name)
+        engine: Any = self.suppressors[name]
+        prior_value: Callable[[Any], tuple[bool, Any]] = engine.prior_value
+        return prior_value
 
     def resolve_topic(self, topic: str) -> str:
         """The real name of ``topic``: internal topics get the application id as prefix."""

@@ -3,6 +3,10 @@
 Table records carry a :class:`~topology.record.Change`. ``send_old`` says whether a
 downstream node (suppress, a table group_by) needs old values; when it does not, old values
 are not computed and are forwarded as ``None``, as in Kafka.
+
+A versioned source table (KIP-914) forwards an out-of-order update (older than the key's
+latest version, within the history retention) through the *stale* entry: ``filter`` and
+``map_values`` pass it on as stale, ``to_stream`` emits it, re-grouping drops and counts it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from suppress.entry import RecordContext
 
 from ...record import Change
+from ...state.api import PUT_RETURN_CODE_NOT_PUT, PUT_RETURN_CODE_VALID_TO_UNDEFINED
 from ..metrics import DropReason, log
 from ..processor import InternalProcessor
 
@@ -22,6 +27,7 @@ __all__ = (
     "TableRepartitionMapProcessor",
     "TableSourceProcessor",
     "ToStreamProcessor",
+    "VersionedTableSourceProcessor",
     "log_null_key",
 )
 
@@ -58,14 +64,56 @@ class TableSourceProcessor(InternalProcessor):
         self.forward_change(key, value, item[0] if item is not None and self._old else None, ctx)
 
 
+class VersionedTableSourceProcessor(InternalProcessor):
+    """Materializes a topic as a versioned table (KIP-914).
+
+    The old value is the key's latest version whatever the record's timestamp. A write the
+    store rejects (older than its history retention) forwards nothing; the store counts it
+    (``dropped-records-total``, reason ``expired-version``). An accepted write that is not
+    the key's latest version goes out through the stale entry.
+    """
+
+    def __init__(self, store_name: str, send_old: Callable[[], bool]) -> None:
+        self._store_name = store_name
+        self._send_old = send_old
+
+    def init(self, task: Any) -> None:
+        """Bind the store."""
+        self._task = task
+        store = task.stores[self._store_name]
+        self._get = store.get
+        self._put = store.put
+        self._old = self._send_old()
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Write the version and forward the change (stale if it is not the latest)."""
+        if key is None:
+            log_null_key(self._task, ctx)
+            return
+        latest = self._get(key) if self._old else None
+        code = self._put(key, value, ctx[0])
+        if code == PUT_RETURN_CODE_NOT_PUT:
+            return
+        old = None if latest is None else latest.value
+        if code == PUT_RETURN_CODE_VALID_TO_UNDEFINED:
+            self.forward_change(key, value, old, ctx)
+        else:
+            self.forward_stale(key, value, old, ctx)
+
+
 class TableFilterProcessor(InternalProcessor):
-    """Table filter: a value failing ``predicate(key, value)`` becomes ``None`` (a delete)."""
+    """Table filter: a value failing ``predicate(key, value)`` becomes ``None`` (a delete).
+
+    With old values on, a change that is a delete on both sides is not forwarded, unless the
+    table reads a versioned table (``versioned``), where Kafka forwards it (KIP-914).
+    """
 
     def __init__(self, predicate: Callable[[Any, Any], bool], negate: bool,
-                 send_old: Callable[[], bool]) -> None:
+                 send_old: Callable[[], bool], versioned: bool = False) -> None:
         self._predicate = predicate
         self._negate = negate
         self._send_old = send_old
+        self._versioned = versioned
 
     def init(self, task: Any) -> None:
         """Read the old-values flag."""
@@ -80,16 +128,27 @@ class TableFilterProcessor(InternalProcessor):
         """:meth:`process_change` for a ``Change``."""
         self.process_change(key, value[0], value[1], ctx)
 
-    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
-        """Forward the filtered change (nothing when both sides are ``None`` with old values)."""
+    def _filtered(self, key: Any, new: Any, old: Any) -> tuple[Any, Any] | None:
         new = self._keep(key, new)
         if self._old:
             old = self._keep(key, old)
-            if new is None and old is None:
-                return
+            if new is None and old is None and not self._versioned:
+                return None
         else:
             old = None
-        self.forward_change(key, new, old, ctx)
+        return new, old
+
+    def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Forward the filtered change (nothing when both sides are ``None`` with old values)."""
+        change = self._filtered(key, new, old)
+        if change is not None:
+            self.forward_change(key, change[0], change[1], ctx)
+
+    def process_stale(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Forward the filtered out-of-order update, still flagged as such."""
+        change = self._filtered(key, new, old)
+        if change is not None:
+            self.forward_stale(key, change[0], change[1], ctx)
 
 
 class TableMapValuesProcessor(InternalProcessor):
@@ -107,11 +166,20 @@ class TableMapValuesProcessor(InternalProcessor):
         """:meth:`process_change` for a ``Change``."""
         self.process_change(key, value[0], value[1], ctx)
 
+    def _mapped(self, new: Any, old: Any) -> tuple[Any, Any]:
+        mapper = self._mapper
+        return (None if new is None else mapper(new),
+                mapper(old) if self._old and old is not None else None)
+
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Forward the mapped change."""
-        mapper = self._mapper
-        self.forward_change(key, None if new is None else mapper(new),
-                            mapper(old) if self._old and old is not None else None, ctx)
+        new, old = self._mapped(new, old)
+        self.forward_change(key, new, old, ctx)
+
+    def process_stale(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Forward the mapped out-of-order update, still flagged as such."""
+        new, old = self._mapped(new, old)
+        self.forward_stale(key, new, old, ctx)
 
 
 class ToStreamProcessor(InternalProcessor):
@@ -168,6 +236,13 @@ class TableRepartitionMapProcessor(InternalProcessor):
     def process(self, key: Any, value: Change, ctx: RecordContext) -> None:
         """:meth:`process_change` for a ``Change``."""
         self.process_change(key, value[0], value[1], ctx)
+
+    def process_stale(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Drop (and count) an out-of-order update of a versioned table (KIP-914)."""
+        self._task.metrics.drop(DropReason.OUT_OF_ORDER)
+        log.warning("Skipping out-of-order update of a versioned table in a re-grouping. "
+                    "topic=[%s] partition=[%s] offset=[%s]", ctx.topic, ctx.partition,
+                    ctx.offset)
 
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Forward the subtraction, then the addition."""
