@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 
 from workloads import Record
@@ -74,4 +75,32 @@ def time_limited(records: list[Record], limit: int, max_records: int) -> list[tu
             k = heapq.heappop(heap)[2]
             v, t = index.pop(k)
             out.append((k, v, t))
+    return out
+
+
+def as_of_join(rates: list[Record], records: list[Record]) -> list[tuple]:
+    """Each record joined with the rate valid at its timestamp (a dict of sorted lists).
+
+    Rates for one key and timestamp replace each other; a record before a key's first rate
+    gives nothing (an inner join).
+    """
+    times: dict[str, list[int]] = {}
+    values: dict[str, list[object]] = {}
+    for key, value, ts in rates:
+        key_times = times.setdefault(key, [])
+        key_values = values.setdefault(key, [])
+        i = bisect.bisect_left(key_times, ts)
+        if i < len(key_times) and key_times[i] == ts:
+            key_values[i] = value
+        else:
+            key_times.insert(i, ts)
+            key_values.insert(i, value)
+    out = []
+    for key, value, ts in records:
+        key_times = times.get(key)
+        if key_times is None:
+            continue
+        i = bisect.bisect_right(key_times, ts)
+        if i:
+            out.append((key, (value, values[key][i - 1]), ts))
     return out

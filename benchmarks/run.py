@@ -9,7 +9,10 @@ runtime and the reference produce identical outputs:
    object-level loop (>= 0.2x);
 2. table -> until_time_limit with max_records(n).emit_early_when_full() (>= 0.2x);
 3. final results with a max_bytes limit (byte accounting on) vs without (>= 0.6x);
-4. memory of 1 M buffered windowed keys vs a plain dict of the same objects (<= 2x).
+4. memory of 1 M buffered windowed keys vs a plain dict of the same objects (<= 2x);
+5. a stream joined as of each record's time to a versioned table (10 versions per key),
+   via ``pipe_records``, against the per-record windowed-count pipeline of 1b (>= 0.5x),
+   its output checked against a dict of sorted lists with ``bisect``.
 
 Each figure is the median CPU time (``time.process_time``) of ``--repeat`` runs, the runtime
 and its reference run back to back each time: the machine is shared, and CPU time with paired,
@@ -39,6 +42,7 @@ from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 from topology import (
     Consumed,
+    Materialized,
     Produced,
     StreamsBuilder,
     TimeWindows,
@@ -230,6 +234,39 @@ def bench_time_limited(n: int, keys: int, rep: int) -> tuple[int, Row]:
                      t_ref / t >= 0.2)
 
 
+# -- 5: as-of stream-table join -------------------------------------------------------------
+
+def run_join(rates: list, records: list, retention: int) -> list[Any]:
+    """The joined output records (timed): the rates piped first, then the stream."""
+    b = StreamsBuilder()
+    table = b.table("rates", materialized=Materialized.versioned("rates", retention))
+    b.stream("tx").join(table, lambda value, rate: (value, rate)).to("out")
+    with TopologyTestDriver(b.build(), initial_wall_clock_ms=0) as d:
+        d.create_input_topic("rates").pipe_records(rates)
+        d.create_input_topic("tx").pipe_records(records)
+        return d.create_output_topic("out").read_records_to_list()
+
+
+def bench_join(n: int, keys: int, rep: int, per_record_rate: float) -> tuple[int, list[Row]]:
+    """Target 5: joined records and the rows (vs the reference, and vs 1b's rate)."""
+    clicks = workloads.clicks(n, keys)
+    rates = workloads.rates(keys, 10, n)
+
+    def same_joins(out: list[Any], ref_out: list[tuple]) -> int:
+        if [(r.key, r.value, r.timestamp) for r in out] != ref_out:
+            raise SystemExit("as-of join output differs from the reference")
+        return len(ref_out)
+
+    joined, t, t_ref = paired(rep, lambda: run_join(rates, clicks, n + 1),
+                              lambda: reference.as_of_join(rates, clicks), same_joins)
+    rate = n / t
+    return joined, [
+        ("5  as-of join vs 1b (pipe_input)", rate, per_record_rate, ">= 0.50",
+         rate / per_record_rate >= 0.5),
+        ("5r as-of join vs dict+bisect", rate, n / t_ref, "(info)", True),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -242,11 +279,12 @@ def main() -> None:
 
     (final_windows, late), final_rows = bench_final(n, args.keys, rep)
     rate_limited, time_limited_row = bench_time_limited(n, args.keys, rep)
-    rows = [*final_rows[:3], time_limited_row, final_rows[3]]
+    joined, join_rows = bench_join(n, args.keys, rep, final_rows[1][1])
+    rows = [*final_rows[:3], time_limited_row, final_rows[3], *join_rows]
 
     print(f"{n:,} records, {args.keys:,} keys, median CPU time of {rep} paired runs; outputs "
           f"identical to the references ({final_windows:,} final windows, {late:,} late drops; "
-          f"{rate_limited:,} rate-limited updates)")
+          f"{rate_limited:,} rate-limited updates; {joined:,} joined records)")
     print(f"  {'target':<36} {'runtime':>12} {'reference':>12} {'ratio':>7}  goal     met")
     for label, rt, rf, goal, met in rows:
         print(f"  {label:<36} {rt / 1e3:>9,.0f} k/s {rf / 1e3:>9,.0f} k/s {rt / rf:>7.3f}  "

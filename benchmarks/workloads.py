@@ -23,3 +23,12 @@ def table_updates(n: int, keys: int, seed: int = 11) -> list[Record]:
     rng = random.Random(seed)
     names = [f"row-{i}" for i in range(keys)]
     return [(names[rng.randrange(keys)], i, i) for i in range(n)]
+
+
+def rates(keys: int, versions: int, span: int, seed: int = 13) -> list[Record]:
+    """``versions`` rate updates per key (float values) at random times in ``[0, span)``."""
+    rng = random.Random(seed)
+    updates = [(f"user-{k}", round(rng.random(), 6), rng.randrange(span))
+               for k in range(keys) for _ in range(versions)]
+    rng.shuffle(updates)
+    return updates

@@ -199,11 +199,9 @@ class KStream:
         if self._repartition_required:
             parent = b.add_stream_repartition(parent, parent.name)
         key_ser = serializer_of(self._key_serde)
-        as_of = table.is_versioned
         node = b.add_node(
             "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
-            lambda: StreamTableJoinProcessor(lookup.getter, joiner, left, as_of, grace_ms,
-                                             key_ser),
+            lambda: StreamTableJoinProcessor(lookup.getter, joiner, left, grace_ms, key_ser),
             [parent], stores=list(lookup.stores))
         return KStream(b, node, self._key_serde, None)
 

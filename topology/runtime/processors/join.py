@@ -30,7 +30,7 @@ from suppress.entry import RecordContext
 
 from ..getters import GetterFactory, ValueGetter
 from ..metrics import DropReason, log
-from ..processor import InternalProcessor
+from ..processor import Forward, InternalProcessor
 from .table import log_null_key
 
 if TYPE_CHECKING:
@@ -51,18 +51,15 @@ class StreamTableJoinProcessor(InternalProcessor):
     :param getter: builds the table's value getter.
     :param joiner: ``joiner(stream_value, table_value)``.
     :param left: a left join (``table_value`` may be ``None``) instead of an inner join.
-    :param as_of: look the table up as of the record's timestamp (a versioned table).
     :param grace_ms: the grace period, or ``None`` for none (join at once).
     :param key_serializer: orders buffered records with equal timestamps (grace only).
     """
 
     def __init__(self, getter: GetterFactory, joiner: Callable[[Any, Any], Any], left: bool,
-                 as_of: bool, grace_ms: int | None,
-                 key_serializer: Callable[[Any], bytes | None]) -> None:
+                 grace_ms: int | None, key_serializer: Callable[[Any], bytes | None]) -> None:
         self._getter_factory = getter
         self._joiner = joiner
         self._left = left
-        self._as_of = as_of
         self._grace = grace_ms
         self._key_serializer = key_serializer
         self._buffer: list[tuple[int, bytes, int, Any, Any, RecordContext]] = []
@@ -70,11 +67,30 @@ class StreamTableJoinProcessor(InternalProcessor):
         self._arrivals = 0
 
     def init(self, task: Task) -> None:
-        """Bind the table's getter."""
+        """Bind the table's getter (as of a time: a table without history gives its latest)."""
         self._task = task
         getter: ValueGetter = self._getter_factory(task)
-        self._lookup = getter.get_as_of if self._as_of else None
-        self._get = getter.get
+        self._lookup = getter.get_as_of
+
+    def record_entry(self) -> Forward:
+        """:meth:`process`, or without a grace period the join itself."""
+        return self.process if self._grace is not None else self._join_now
+
+    def _drop(self, key: Any, ctx: RecordContext) -> None:
+        if key is None:
+            log_null_key(self._task, ctx)
+        else:
+            _drop_null_value(self._task, ctx)
+
+    def _join_now(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        if key is None or value is None:
+            self._drop(key, ctx)
+            return
+        found = self._lookup(key, ctx[0])
+        if found is not None:
+            self.forward(key, self._joiner(value, found[0]), ctx)
+        elif self._left:
+            self.forward(key, self._joiner(value, None), ctx)
 
     @property
     def buffered(self) -> int:
@@ -83,18 +99,15 @@ class StreamTableJoinProcessor(InternalProcessor):
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Join the record now, or buffer it for the grace period."""
-        if key is None:
-            log_null_key(self._task, ctx)
-            return
-        if value is None:
-            _drop_null_value(self._task, ctx)
-            return
         if self._grace is None:
-            self._join(key, value, ctx)
+            self._join_now(key, value, ctx)
+            return
+        if key is None or value is None:
+            self._drop(key, ctx)
             return
         timestamp = ctx[0]
         if timestamp < self._buffer_time - self._grace:
-            self._join(key, value, ctx)
+            self._join_now(key, value, ctx)
             return
         self._buffer_time = max(self._buffer_time, timestamp)
         self._arrivals += 1
@@ -104,16 +117,7 @@ class StreamTableJoinProcessor(InternalProcessor):
         buffer = self._buffer
         while buffer and buffer[0][0] <= deadline:
             _, _, _, k, v, c = heapq.heappop(buffer)
-            self._join(k, v, c)
-
-    def _join(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        lookup = self._lookup
-        found = self._get(key) if lookup is None else lookup(key, ctx[0])
-        if found is None:
-            if self._left:
-                self.forward(key, self._joiner(value, None), ctx)
-            return
-        self.forward(key, self._joiner(value, found[0]), ctx)
+            self._join_now(k, v, c)
 
 
 class TableJoinProcessor(InternalProcessor):
