@@ -30,6 +30,8 @@ __all__ = ("RocksDBKeyValueStore",)
 _HEADER = struct.Struct(">qI")
 """Timestamp (ms, signed) and length of the encoded value, at the start of every value."""
 _HEADER_SIZE = _HEADER.size
+_SIZE = struct.Struct(">I")
+"""The length of the encoded value alone (at byte 8), for reads that skip the timestamp."""
 
 
 def pack_entry(value: Any, key: Any, timestamp: int) -> bytes:
@@ -60,6 +62,20 @@ def unpack_value(raw: bytes) -> tuple[Any, int]:
     except struct.error as exc:
         raise StateCodecError(f"corrupt state: a store entry of {len(raw)} bytes") from exc
     return decode(raw[_HEADER_SIZE:_HEADER_SIZE + size]), timestamp
+
+
+def unpack_value_only(raw: bytes) -> Any:
+    """The value of bytes written by :func:`pack_entry` (neither timestamp nor key decoded).
+
+    Runtime complexity: O(size of the value).
+
+    :raises StateCodecError: ``raw`` was not written by :func:`pack_entry`.
+    """
+    try:
+        size = _SIZE.unpack_from(raw, 8)[0]
+    except struct.error as exc:
+        raise StateCodecError(f"corrupt state: a store entry of {len(raw)} bytes") from exc
+    return decode(raw[_HEADER_SIZE:_HEADER_SIZE + size])
 
 
 def unpack_entry(raw: bytes) -> tuple[Any, Any, int]:
@@ -210,9 +226,7 @@ class RocksDBKeyValueStore:
         :raises StoreClosedError: the store is closed.
         """
         raw = self._get(self._key_bytes(key) or b"")
-        if raw is None:
-            return None
-        return unpack_value(raw)[0]
+        return None if raw is None else unpack_value_only(raw)
 
     def put(self, key: Any, value: Any) -> None:
         """Store ``value`` for ``key`` (timestamp -1); ``None`` deletes.

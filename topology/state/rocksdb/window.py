@@ -31,7 +31,7 @@ from ...windows import Window, Windowed
 from ..segments import window_segment_interval
 from ..versioned import segment_id
 from .codec import decode_int64, encode_int64
-from .key_value import pack_entry, unpack_entry, unpack_value
+from .key_value import pack_entry, unpack_entry, unpack_value, unpack_value_only
 from .keyspace import Keyspace
 
 __all__ = ("RocksDBWindowStore",)
@@ -218,8 +218,10 @@ class RocksDBWindowStore:
         """
         self._check_open()
         if time_to is None:
-            item = self.get_with_timestamp(key, time_from)
-            return None if item is None else item[0]
+            if time_from <= self._observed - self.retention_ms:
+                return None
+            raw = self._get(encode_int64(time_from) + (self._key_bytes(key) or b""))
+            return None if raw is None else unpack_value_only(raw)
         return iter(self._fetch_key(key, time_from, time_to))
 
     def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[tuple[int, Any]]:
@@ -250,7 +252,7 @@ class RocksDBWindowStore:
             found = decode_int64(found_key[:8])
             rest = found_key[8:]
             if rest == key_bytes:
-                out.append((found, unpack_value(raw)[0]))
+                out.append((found, unpack_value_only(raw)))
                 start = found + 1
             elif found > start and rest < key_bytes:
                 start = found  # the key may be further on in this window
