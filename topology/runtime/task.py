@@ -166,7 +166,7 @@ class Task:
                 continue
             parent = self.processors[node.name]
             child = self.processors[node.children[0].name]
-            if child.name in self._looked_up:
+            if child.name in self._looked_up or not getattr(parent, "has_buckets", True):
                 continue
             if can_fuse(parent, child):
                 fused = FusedFinalResults(parent, child, self.debug_metrics)  # type: ignore[arg-type]
