@@ -160,6 +160,14 @@ class WindowedAggregateProcessor(InternalProcessor):
         self._bucket_of = getattr(self._store, "bucket", None)
         self._old = self._send_old()
 
+    def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
+        """The aggregation's stream time (its windows live in the store)."""
+        return self.stream_time
+
+    def restore(self, state: Any, keyspace: Callable[[str], Any]) -> None:
+        """Take back the stream time of the last commit."""
+        self.stream_time = int(state)
+
     @property
     def has_buckets(self) -> bool:
         """Whether the window store is the in-memory one, whose buckets the fused step uses."""
