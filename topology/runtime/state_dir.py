@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,10 +60,7 @@ class TaskStateDir:
             that is not a state directory (it is never half-read).
         :raises StateLockedError: another live database has the directory open.
         """
-        db = self._db
-        if db is None:
-            db = self._db = self._open()
-        return db.keyspace(name)
+        return self._database().keyspace(name)
 
     def _open(self) -> StateDB:
         from ..state.rocksdb import StateDB
@@ -74,13 +72,37 @@ class TaskStateDir:
         _make_private_dirs(application)
         return StateDB.open(application / self._task_id)
 
-    def commit(self) -> None:
-        """Commit the state database's pending writes; nothing to do if it was never opened.
+    @property
+    def durable(self) -> bool:
+        """Whether the state outlives the task (a ``state_dir`` was given)."""
+        return self._parent is not None
+
+    def commit(self, meta: Mapping[bytes, bytes | None] | None = None) -> None:
+        """Commit the pending writes and ``meta`` in one atomic step.
+
+        Without ``meta``, nothing is done if the database was never opened; with it, the
+        database is opened first.
 
         :raises StateStoreError: the write failed (see ``StateDB.commit``).
         """
-        if self._db is not None:
+        if meta:
+            self._database().commit(meta)
+        elif self._db is not None:
             self._db.commit()
+
+    def read_meta(self, key: bytes) -> bytes | None:
+        """The committed meta entry ``key`` (opens the database), ``None`` if absent.
+
+        :raises StateDirectoryError: the state directory cannot be used.
+        :raises StateLockedError: another live database has the directory open.
+        """
+        return self._database().read_meta(key)
+
+    def _database(self) -> StateDB:
+        db = self._db
+        if db is None:
+            db = self._db = self._open()
+        return db
 
     def close(self) -> None:
         """Close the state database (pending writes are dropped); idempotent.

@@ -17,20 +17,30 @@ processed are discarded, and every later call that would process input or advanc
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from suppress.entry import Headers, RecordContext
 from suppress.processor import SuppressionView, SuppressMetrics, SuppressProcessor
 from suppress.time import NO_TIMESTAMP
 
-from ..errors import FeedbackLoopError, StoreError, TaskFailedError, UnknownTopicError
+from ..errors import (
+    FeedbackLoopError,
+    StoreError,
+    TaskFailedError,
+    TopologyError,
+    UnknownTopicError,
+)
+from ..state.codec import decode, encode
+from ..state.rocksdb.errors import StateDirectoryError
 from ..topology import Topology
 from .api import PunctuationType
 from .clock import Clock
+from .graph import StoreSpec
 from .metrics import TaskMetrics
 from .processor import Entry, Forward, InternalProcessor
 from .state_dir import TaskStateDir
@@ -42,6 +52,10 @@ __all__ = ("DEFAULT_MAX_FEEDBACK_RECORDS", "Task", "TaskFailure")
 
 DEFAULT_MAX_FEEDBACK_RECORDS = 10_000
 """How many records one input record may feed back through topics the topology reads."""
+DEFAULT_COMMIT_INTERVAL_RECORDS = 10_000
+"""With a state directory, a bulk call commits after every this many input records."""
+TASK_META = b"task"
+"""The meta entry of a task's committed offsets, stream times and node states."""
 
 Produce = Callable[..., None]
 """``produce(key, value, ctx, key_bytes=None, value_bytes=None)``: one record written to a
@@ -104,21 +118,37 @@ class Task:
         :mod:`topology.runtime.processors.fused`).
     :param max_feedback_records: the most records one input record may feed back through
         topics the topology reads.
-    :param state_dir: where on-disk state (spilled suppression buffers) lives:
-        ``<state_dir>/<application_id>/0_0``; ``None``: a private temporary directory removed
-        by :meth:`close` (see :class:`~topology.runtime.state_dir.TaskStateDir`).
+    :param state_dir: where on-disk state lives: ``<state_dir>/<application_id>/0_0``;
+        ``None``: a private temporary directory removed by :meth:`close` (see
+        :class:`~topology.runtime.state_dir.TaskStateDir`). With a ``state_dir`` the task is
+        *durable*: stores default to RocksDB, and :meth:`commit` writes every store, buffer,
+        input offset, stream time and the caller's meta (the driver's outputs) in one atomic
+        step; a task created on the same directory continues from the last commit.
+    :param commit_interval_records: with a ``state_dir``, :meth:`process_batch` commits after
+        every this many records (and every call commits when it returns).
     """
 
     def __init__(self, topology: Topology, clock: Clock, output: Output,
                  application_id: str, *, debug_metrics: bool = False, fuse: bool = True,
                  max_feedback_records: int = DEFAULT_MAX_FEEDBACK_RECORDS,
-                 state_dir: str | os.PathLike[str] | None = None) -> None:
+                 state_dir: str | os.PathLike[str] | None = None,
+                 commit_interval_records: int = DEFAULT_COMMIT_INTERVAL_RECORDS) -> None:
         if type(max_feedback_records) is not int or max_feedback_records < 1:
             raise ValueError(f"max_feedback_records must be a positive int, "
                              f"got {max_feedback_records!r}")
+        if type(commit_interval_records) is not int or commit_interval_records < 1:
+            raise ValueError(f"commit_interval_records must be a positive int, "
+                             f"got {commit_interval_records!r}")
         self.state = TaskStateDir(state_dir, application_id)
         """The task's on-disk state, opened on first use; committed after each call that
         processes input or advances time."""
+        self.durable = self.state.durable
+        """Whether the state outlives the task (a ``state_dir``): see :meth:`commit`."""
+        self.commit_interval_records = commit_interval_records
+        self.commit_meta: Callable[[], Mapping[bytes, bytes | None]] | None = None
+        """Called at each commit for more meta entries to commit (the driver's outputs)."""
+        self.committed_offsets: dict[str, int] = {}
+        """Input offsets (next offset per topic) as of the last commit restored or made."""
         self.topology = topology
         self.application_id = application_id
         self.debug_metrics = debug_metrics
@@ -134,7 +164,8 @@ class Task:
         """Aggregation node name -> the fused final-results step that runs it."""
         self._looked_up: set[str] = set()
         """Suppressions a join reads (see :meth:`suppression_lookup`); never fused."""
-        self.stores: dict[str, Any] = {spec.name: spec.factory() for spec in topology.stores}
+        self.stores: dict[str, Any] = {spec.name: self._create_store(spec)
+                                       for spec in topology.stores}
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
         self.metrics.versioned_stores = [self.stores[spec.name] for spec in topology.stores
                                          if spec.kind == "versioned"]
@@ -153,7 +184,9 @@ class Task:
         # Parents first, as Kafka (the order of user processors' init and punctuations).
         for node in topology.nodes:
             self.processors[node.name].init(self)
-        if fuse:
+        if self.durable:
+            self._restore()
+        elif fuse:
             self._fuse()
         entries = {name: Entry(p.record_entry(), p.change_entry(), p.stale_entry())
                    for name, p in self.processors.items()}
@@ -238,7 +271,7 @@ class Task:
             raise
         if self._queue:
             self._drain()
-        self.state.commit()
+        self.commit()
 
     def _process_one(self, topic: str, key: Any, value: Any, timestamp: int,
                      headers: Headers) -> None:
@@ -281,6 +314,18 @@ class Task:
         :raises ValueError: for a timestamp that is not a non-negative int; the records
             before it have been processed.
         """
+        if not self.durable:
+            self._process_batch(topic, records, other, codec)
+            self.state.commit()
+            return
+        it = iter(records)
+        while chunk := list(itertools.islice(it, self.commit_interval_records)):
+            self._process_batch(topic, chunk, other, codec)
+            self.commit()
+
+    def _process_batch(self, topic: str, records: Iterable[Any],
+                       other: Callable[[Any], None], codec: InputCodec | None) -> None:
+        """:meth:`process_batch` without its commits."""
         self._check_alive()
         forward: Forward | None = None  # resolved at the first plain record
         raw: Callable[..., None] | None = None
@@ -361,7 +406,6 @@ class Task:
             metrics.lateness_sum += late_sum
             if late_max > metrics.lateness_max:
                 metrics.lateness_max = late_max
-        self.state.commit()
 
     def _drain(self) -> None:
         """Process records written to topics this topology reads, in the order written.
@@ -534,7 +578,7 @@ class Task:
             self._fail(exc, None, None, None, None, None)
             raise
         self._drain()
-        self.state.commit()
+        self.commit()
 
     # -- stores --------------------------------------------------------------------------------
 
@@ -586,14 +630,108 @@ class Task:
         return keyspace
 
     def commit_state(self) -> None:
-        """Commit the on-disk state's pending writes (a spilling buffer calls it as it goes)."""
-        self.state.commit()
+        """Let a spilling buffer flush its pending disk writes as it goes.
+
+        Without a state directory the writes are committed at once. A durable task commits
+        only whole records with their offsets (:meth:`commit`), so this does nothing then:
+        the writes wait at most ``commit_interval_records`` records.
+        """
+        if not self.durable:
+            self.state.commit()
+
+    # -- durability ----------------------------------------------------------------------------
+
+    def _create_store(self, spec: StoreSpec) -> Any:
+        """A fresh store for ``spec``: RocksDB if chosen or (``None``) if the task is durable.
+
+        :raises TopologyError: for an in-memory store in a durable task (its contents would
+            be lost at restart while the input offsets say they were processed), or a store
+            kind without a RocksDB backend asked to be persistent.
+        """
+        persistent = self.durable if spec.persistence is None else spec.persistence
+        if not persistent:
+            if self.durable:
+                raise TopologyError(
+                    f"store {spec.name!r} is in memory (persistent=False) but the runtime "
+                    "has a state_dir: its contents would be lost at a restart that continues "
+                    "from the committed offsets; let it follow the runtime (persistent=None)")
+            return spec.factory()
+        if spec.persistent_factory is None:
+            raise TopologyError(f"store {spec.name!r}: {spec.kind} stores have no persistent "
+                                "backend")
+        return spec.persistent_factory(self.state.keyspace(store_keyspace_name(spec.name)))
+
+    def node_keyspace(self, name: str) -> Keyspace:
+        """A keyspace of the task's state database for a node's own state (``node.<name>``)."""
+        return self.state.keyspace(store_keyspace_name(name, "node."))
+
+    def _restore(self) -> None:
+        """Take back the last commit's offsets, stream time and node states (if any)."""
+        data = self.state.read_meta(TASK_META)
+        if data is None:
+            return
+        image = decode(data)
+        self._offsets = dict(image["offsets"])
+        self.committed_offsets = dict(self._offsets)
+        self.stream_time = image["stream_time"]
+        for name, state in image["nodes"].items():
+            proc = self.processors.get(name)
+            if proc is None:
+                raise StateDirectoryError(
+                    self.state.path or "", "restore",
+                    f"it holds state of node {name!r}, which this topology does not have: "
+                    "it was written by another topology")
+            proc.restore(state, self.node_keyspace)
+
+    def commit(self, meta: Mapping[bytes, bytes | None] | None = None) -> None:
+        """Commit pending writes; for a durable task with offsets, stream times and meta.
+
+        Every store's and buffer's pending writes, and, for a durable task, the input offsets,
+        stream times, node states and meta entries, in one atomic step.
+
+        :param meta: more meta entries to commit (for a durable task).
+        :raises TaskFailedError: for a durable task that failed (its last record may be half
+            processed: the state stays as of the last commit).
+        :raises StateCodecError: for node state the state codec cannot write.
+        """
+        if not self.durable:
+            self.state.commit()
+            return
+        self._check_alive()
+        nodes = {}
+        for name, proc in self.processors.items():
+            state = proc.checkpoint(self.node_keyspace)
+            if state is not None:
+                nodes[name] = state
+        entries: dict[bytes, bytes | None] = {TASK_META: encode(
+            {"offsets": self._offsets, "stream_time": self.stream_time, "nodes": nodes})}
+        if self.commit_meta is not None:
+            entries.update(self.commit_meta())
+        if meta:
+            entries.update(meta)
+        self.state.commit(entries)
+        self.committed_offsets = dict(self._offsets)
+
+    def read_meta(self, key: bytes) -> bytes | None:
+        """A committed meta entry of the state directory, ``None`` if absent."""
+        return self.state.read_meta(key)
 
 
 _KEYSPACE_NAME = re.compile(r"[A-Za-z0-9._-]{1,240}")
 
 
-def spill_keyspace_name(store_name: str) -> str:
+def store_keyspace_name(store_name: str, prefix: str = "store.") -> str:
+    """The keyspace of a persistent store: ``store.<store name>``.
+
+    Names that are not keyspace names are hashed as in :func:`spill_keyspace_name`.
+
+    >>> store_keyspace_name("counts")
+    'store.counts'
+    """
+    return spill_keyspace_name(store_name, prefix)
+
+
+def spill_keyspace_name(store_name: str, prefix: str = "spill.") -> str:
     """The keyspace of a suppression buffer's disk tier: ``spill.<store name>``.
 
     A store name that is not a keyspace name (``[A-Za-z0-9._-]``, at most 240 characters
@@ -605,8 +743,9 @@ def spill_keyspace_name(store_name: str) -> str:
     'spill-sha256.cc5'
     """
     if _KEYSPACE_NAME.fullmatch(store_name):
-        return f"spill.{store_name}"
-    return "spill-sha256." + hashlib.sha256(store_name.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{prefix}{store_name}"
+    digest = hashlib.sha256(store_name.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{prefix.rstrip('.')}-sha256.{digest}"
 
 
 def _failing_node(exc: BaseException) -> str | None:

@@ -15,17 +15,26 @@ from suppress.processor import SuppressionView
 from suppress.time import NO_TIMESTAMP, to_millis
 
 from ..runtime.clock import SystemClock
-from ..runtime.task import DEFAULT_MAX_FEEDBACK_RECORDS, Task, TaskFailure
+from ..runtime.task import (
+    DEFAULT_COMMIT_INTERVAL_RECORDS,
+    DEFAULT_MAX_FEEDBACK_RECORDS,
+    Task,
+    TaskFailure,
+)
 from ..serde import Serde, deserialize_from_topic, round_trip_of, serializer_of
 from ..topology import Topology
 from .clock import MockClock
+from .output_log import KEYSPACE as OUTPUT_KEYSPACE
+from .output_log import META_KEY, OutputLog
 from .topics import TestInputTopic, TestOutputTopic, holder
 
 __all__ = ("SuppressionBuffer", "TopologyTestDriver")
 
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
 _CONFIG_KEYS = frozenset({"application_id", "metrics_recording_level", "fuse_final_results",
-                          "max_feedback_records"})
+                          "max_feedback_records", "commit_interval_records"})
+_USER_META = b"user."
+"""Prefix of the meta entries committed through :meth:`TopologyTestDriver.commit`."""
 
 _GETTERS = {
     "versioned": ("versioned key-value", "get_versioned_key_value_store"),
@@ -56,11 +65,21 @@ class TopologyTestDriver:
         - ``max_feedback_records``: the most records one input record may feed back through
           topics the topology reads, sinks writing to its own sources (default 10,000); past
           it the record fails with :class:`~topology.errors.FeedbackLoopError` naming the
-          cycle.
-    :param state_dir: where on-disk state lives (the disk tiers of
-        ``spill_to_disk_when_full()`` suppressions): ``<state_dir>/<application_id>/0_0``,
-        created owner-only (0o700) when missing. ``None`` (the default): a private temporary
-        directory, removed by :meth:`close`. Nothing is created until something spills.
+          cycle;
+        - ``commit_interval_records``: with a ``state_dir``, ``pipe_records`` commits after
+          every this many records (default 10,000); every call commits when it returns.
+    :param state_dir: makes the driver durable, as a Kafka Streams application with
+        exactly-once processing: stores default to RocksDB, and every call that pipes input
+        or advances time ends with one atomic commit of the stores, the suppression buffers,
+        the input offsets, the stream times and the output topics (records produced and read
+        positions). A driver created on the same directory continues from the last commit:
+        :meth:`committed_offsets` says where to resume piping, and reading an output topic
+        returns the records not yet read. The state lives in
+        ``<state_dir>/<application_id>/0_0``, created owner-only (0o700); a directory in use
+        by another live driver, written by another format version, or not a state directory
+        is refused with a clear error. ``None`` (the default): nothing survives the driver;
+        on-disk state (spilled buffers, ``persistent=True`` stores) lives in a private
+        temporary directory removed by :meth:`close`.
     :param initial_wall_clock_ms: start of the mock wall clock (default: now).
     :raises ValueError: for an unknown config key or an invalid value, or, with a
         ``state_dir``, an ``application_id`` that cannot name a directory.
@@ -96,11 +115,21 @@ class TopologyTestDriver:
         start = SystemClock().now_ms() if initial_wall_clock_ms is None else initial_wall_clock_ms
         self._clock = MockClock(start)
         self._outputs: dict[str, deque[Any]] = {}
+        self._log: OutputLog | None = None
+        self._durable = state_dir is not None
         self._task = Task(topology, self._clock, self._capture, self.application_id,
                           debug_metrics=level == "DEBUG", fuse=fuse,
                           max_feedback_records=config.get("max_feedback_records",
                                                           DEFAULT_MAX_FEEDBACK_RECORDS),
-                          state_dir=state_dir)
+                          state_dir=state_dir,
+                          commit_interval_records=config.get(
+                              "commit_interval_records", DEFAULT_COMMIT_INTERVAL_RECORDS))
+        if self._task.durable:
+            try:
+                self._restore_outputs()
+            except BaseException:
+                self._task.close()
+                raise
         self._consumed: dict[str, tuple[Serde[Any] | None, Serde[Any] | None]] = {}
         for node in topology.nodes:
             if node.kind == "source" and node.consumed is not None:
@@ -207,7 +236,74 @@ class TopologyTestDriver:
     def _capture(self, topic: str) -> Callable[..., None]:
         """The function that keeps what sinks write to ``topic``, in order, until read."""
         outputs = self._outputs
-        return holder(lambda: outputs.setdefault(topic, deque()).append)
+        if not self._durable:
+            return holder(lambda: outputs.setdefault(topic, deque()).append)
+
+        def append() -> Callable[[Any], None]:
+            queue_append = outputs.setdefault(topic, deque()).append
+            log = self._log
+            assert log is not None
+
+            def keep(record: Any) -> None:
+                queue_append(record)
+                log.produced(topic, record)
+
+            return keep
+
+        return holder(append)
+
+    def _restore_outputs(self) -> None:
+        """Open the output log; the unread records of the last commit become readable."""
+        task = self._task
+        self._log = OutputLog(task.state.keyspace(OUTPUT_KEYSPACE), task.read_meta(META_KEY))
+        for topic, records in self._log.restore().items():
+            self._outputs[topic] = deque(records)
+        task.commit_meta = self._output_meta
+
+    def _output_meta(self) -> dict[bytes, bytes | None]:
+        assert self._log is not None
+        unread = {topic: len(queue) for topic, queue in self._outputs.items()}
+        return {META_KEY: self._log.flush(unread)}
+
+    # -- durability ----------------------------------------------------------------------------
+
+    def commit(self, meta: Mapping[str, bytes] | None = None) -> None:
+        """Commit now, with ``meta`` entries of the caller's (e.g. the last batch processed).
+
+        Every call that pipes input or advances time commits when it returns; this adds the
+        caller's entries to that atomic step (read them back with :meth:`committed_meta`,
+        after a restart too). Without a ``state_dir`` only the on-disk state's pending
+        writes are committed, and ``meta`` is refused.
+
+        :raises ValueError: for ``meta`` without a ``state_dir``, or a value that is not bytes.
+        :raises TaskFailedError: if the task failed (nothing of the failed call is committed).
+        """
+        if self._closed:
+            raise RuntimeError("the driver is closed")
+        entries: dict[bytes, bytes | None] = {}
+        for name, value in (meta or {}).items():
+            if not self._task.durable:
+                raise ValueError("commit(meta=...) needs a driver with a state_dir")
+            if not isinstance(value, bytes):
+                raise ValueError(f"meta {name!r} must be bytes, got {type(value).__name__}")
+            entries[_USER_META + name.encode()] = value
+        self._task.commit(entries)
+
+    def committed_meta(self, name: str) -> bytes | None:
+        """The entry ``name`` of the last :meth:`commit` that gave one, ``None`` if none did."""
+        if not self._task.durable:
+            return None
+        return self._task.read_meta(_USER_META + name.encode())
+
+    def committed_offsets(self) -> dict[str, int]:
+        """For each input topic, how many of its records the last commit covers.
+
+        After a restart, pipe each topic's records from this index on (Kafka's consumer
+        resumes at the committed offset). Internal (repartition) topics are not listed.
+        """
+        internal = {self._task.resolve_topic(t) for t in self._task.topology.internal_topics}
+        return {topic: offset for topic, offset in self._task.committed_offsets.items()
+                if topic not in internal}
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -287,7 +383,11 @@ class TopologyTestDriver:
         """
         if not self._closed:
             self._closed = True
-            self._task.close()
+            try:
+                if self._task.durable and self._task.failure is None:
+                    self._task.commit()  # a clean close keeps what was read as read
+            finally:
+                self._task.close()
 
     def __enter__(self) -> TopologyTestDriver:
         return self

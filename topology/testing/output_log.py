@@ -15,7 +15,7 @@ committed are deleted from the keyspace at the commit that records the read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..state.codec import StateCodecError, decode, encode
@@ -52,7 +52,6 @@ class OutputLog:
             raise StateCodecError("the driver's output log meta entry is not a mapping")
         self._produced: dict[str, int] = {t: int(c[0]) for t, c in counts.items()}
         self._read: dict[str, int] = {t: int(c[1]) for t, c in counts.items()}
-        self._committed_read = dict(self._read)
         self._pending: dict[str, list[Any]] = {}
 
     def restore(self) -> dict[str, list[Any]]:
@@ -70,12 +69,11 @@ class OutputLog:
         """Log one record a sink wrote to ``topic`` (written at the next commit)."""
         self._pending.setdefault(topic, []).append(record)
 
-    def read(self, topic: str, n: int = 1) -> None:
-        """Note that ``n`` records of ``topic`` were read."""
-        self._read[topic] = self._read.get(topic, 0) + n
-
-    def flush(self) -> bytes:
+    def flush(self, unread: Mapping[str, int]) -> bytes:
         """Write the pending records and deletions; return the meta entry to commit with them.
+
+        ``unread`` gives, per topic, how many records are still waiting to be read (the
+        oldest produced are the ones read).
 
         :raises StateCodecError: for a record the state codec cannot write, naming the topic
             (give the sink ``Produced`` serdes, or use codec types).
@@ -94,16 +92,12 @@ class OutputLog:
                         "types") from exc
                 seq += 1
             self._produced[topic] = seq
-            self._read.setdefault(topic, 0)
         self._pending.clear()
-        for topic, read in self._read.items():
-            committed = self._committed_read.get(topic, 0)
+        for topic, produced in self._produced.items():
+            committed = self._read.get(topic, 0)
+            read = produced - unread.get(topic, 0)
             if read > committed:
                 name = topic.encode()
                 keyspace.delete_range(_log_key(name, committed), _log_key(name, read))
-        self._committed_read = dict(self._read)
-        return encode({t: [self._produced.get(t, 0), self._read[t]] for t in self._read})
-
-    def topics(self) -> Iterable[str]:
-        """Every topic produced to, committed or pending."""
-        return set(self._produced) | set(self._pending)
+            self._read[topic] = read
+        return encode({t: [n, self._read[t]] for t, n in self._produced.items()})

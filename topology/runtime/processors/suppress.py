@@ -63,6 +63,9 @@ class SuppressNodeProcessor(InternalProcessor):
             debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time, spill=spill)
         task.register_suppression(self.name, self.engine, self.engine.metrics,
                                   self.store_name)
+        self._durable = task.durable
+        self._dirty: set[Any] = set()
+        """With a state directory: keys whose buffered entry changed since the last commit."""
 
     def _spill_backend(self, task: Task) -> SpillBackend:
         """The disk tier: a keyspace of the task's state, its commit, and the state codec."""
@@ -87,21 +90,65 @@ class SuppressNodeProcessor(InternalProcessor):
         return SpillBackend(open_store, task.commit_state, encode_spilled, decode)
 
     def change_entry(self) -> ForwardChange:
-        """The engine's own ``process_change``."""
-        return self.engine.process_change
+        """The engine's own ``process_change`` (with a state directory, :meth:`process_change`)."""
+        return self.process_change if self._durable else self.engine.process_change
 
     def connect(self, children: Sequence[Entry]) -> None:
         """Bind the forwards, and let the engine emit straight to the children."""
         super().connect(children)
-        self.engine.emit = self.forward_change
+        self.engine.emit = self._emit_durable if self._durable else self.forward_change
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """A ``Change`` given as one value: buffer it."""
-        self.engine.process_change(key, value[0], value[1], ctx)
+        self.process_change(key, value[0], value[1], ctx)
 
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer the change; the engine emits what is due."""
+        if self._durable:
+            self._dirty.add(key)
         self.engine.process_change(key, new, old, ctx)
+
+    def _emit_durable(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        self._dirty.add(key)
+        self.forward_change(key, new, old, ctx)
+
+    def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
+        """Write the entries changed since the last commit; return the stream time.
+
+        The buffer's image lives in the keyspace ``node.<name>``: key bytes -> (buffer time,
+        key, new, old, prior, context) through the state codec.
+
+        :raises StateCodecError: for a key or value the state codec cannot write.
+        """
+        if self._dirty:
+            image = keyspace(self.name)
+            buffer = self.engine.buffer
+            for key in self._dirty:
+                key_bytes = serialized_key(self.key_serializer, key)
+                entry = buffer.get(key)
+                if entry is None:
+                    image.delete(key_bytes)
+                    continue
+                try:
+                    image.put(key_bytes, encode((entry.time, entry.key, entry.new, entry.old,
+                                                 entry.prior, tuple(entry.context))))
+                except StateCodecError as exc:
+                    raise StateCodecError(
+                        f"suppression {self.name} cannot keep a buffered entry in the state "
+                        f"directory: {exc}") from exc
+            self._dirty.clear()
+        return self.engine.stream_time
+
+    def restore(self, state: Any, keyspace: Callable[[str], Any]) -> None:
+        """Take back the stream time and the buffered entries of the last commit."""
+        self.engine.stream_time = int(state)
+        entries = [decode(value) for _, value in keyspace(self.name).items()]
+        entries.sort(key=lambda e: (e[0], serialized_key(self.key_serializer, e[1])))
+        buffer = self.engine.buffer
+        for time, key, new, old, prior, context in entries:
+            ctx = RecordContext(*context)
+            buffer.put(time, key, new, prior, ctx)  # a new entry: its prior is ``prior``
+            buffer.put(time, key, new, old, ctx)  # then its latest change
 
     def key_bytes(self, key: Any) -> bytes:
         """``key``'s bytes, as this suppression's buffer orders it (see ``serialized_key``)."""
