@@ -109,6 +109,9 @@ def start_writer(path: Path, seed: int) -> subprocess.Popen[bytes]:
         [sys.executable, "-c", WRITER + f"\nwrite({str(path)!r}, {seed})\n"],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # Unbuffered: readline() must not take lines out of the pipe that communicate(),
+        # which reads the pipe itself, would then never see.
+        bufsize=0,
     )
 
 
