@@ -2,7 +2,8 @@
 
 :class:`StateDB` keeps every persistent piece of a task's state (stores, buffer tiers, input
 offsets, a batch id) in one state directory, as named :class:`Keyspace` objects, and commits
-them all in one atomic write. ``codec`` holds the integer key encodings that sort as RocksDB
+them all in one atomic write. :class:`RocksDBVersionedKeyValueStore` keeps a versioned store in
+a keyspace. ``codec`` holds the integer key encodings that sort as RocksDB
 orders keys. rocksdict is imported only inside this package.
 """
 
@@ -11,10 +12,12 @@ from .errors import StateDirectoryError, StateFormatError, StateLockedError, Sta
 from .keyspace import Keyspace
 from .layout import FORMAT_VERSION
 from .statedb import StateDB
+from .versioned import RocksDBVersionedKeyValueStore
 
 __all__ = (
     "FORMAT_VERSION",
     "Keyspace",
+    "RocksDBVersionedKeyValueStore",
     "StateDB",
     "StateDirectoryError",
     "StateFormatError",
