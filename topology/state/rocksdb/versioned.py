@@ -6,15 +6,16 @@ Numbers are 8-byte big-endian unsigned integers, so RocksDB's byte order is thei
 order:
 
 - **Latest-value area**, ``b"L" + key bytes`` -> the key's *head*: the timestamp of its latest
-  version, the timestamps of its older versions (ascending), the key written with the state
-  codec (so scans give keys back without a deserializer), and the latest version's payload.
-  Keys order by the key serializer's bytes, as in the in-memory backend.
+  version; the *directory* of its older versions (their timestamps, ascending, then the
+  segment that holds each); the key written with the state codec (so scans give keys back
+  without a deserializer); and the latest version's payload. Keys order by the key
+  serializer's bytes, as in the in-memory backend.
 - **Segments**, ``b"S" + segment id + key bytes + timestamp`` -> the payload of one older
-  version. A version lives in the segment of its ``valid_to`` (the next version's
+  version. A version is written to the segment of its ``valid_to`` (the next version's
   timestamp), ``segment id = valid_to // segment_interval_ms``, as in Kafka's
-  ``RocksDBVersionedStore``; once history retention passes a segment, one
-  ``delete_range`` drops it whole. One entry per version (where Kafka keeps one row per key
-  and segment) makes a write a blind put, with no read-modify-write of a row.
+  ``RocksDBVersionedStore``; once history retention passes a segment, one ``delete_range``
+  drops it whole. One entry per version (Kafka keeps one row per key and segment) makes every
+  write a blind put, with no read-modify-write of a row.
 - **Expiry index**, ``b"X" + segment id + key bytes`` -> empty, written with a delete or
   purge marker that is the latest version of its key, in the marker's segment: when that
   segment expires the head is forgotten (it would never expire otherwise, as latest values
@@ -24,17 +25,22 @@ order:
   a restart resumes with it (and refuses another segment interval, which would misplace
   every segment entry).
 
-A payload is one kind byte (value, delete marker, purge marker) followed, for a value, by
-the value written with the state codec (:mod:`topology.state.codec`).
+A payload is a value written with the state codec (:mod:`topology.state.codec`), or one byte
+that no codec value starts with: ``0x01`` for a delete marker, ``0x02`` for a purge marker.
 
-Why the head lists the timestamps of the older versions (KIP-889 probes segments newest
-first instead): ``get(key, as_of)`` reads the head, bisects the list, and then reads exactly
-the one segment entry that holds the answer; a multi-version query reads exactly the entries
-it returns, in one ``multi_get``. The list is the directory of the key's history; timestamps
-whose segment has expired are trimmed from it lazily, when the head is next rewritten (reads
-never reach them: they are older than history retention). This is also why no version is
-missed across segments (DESIGN.md, deliberate difference 2): reads follow the directory, not
-the segments below ``to_time``.
+Why the head holds a directory (KIP-889 probes segments newest first instead):
+``get(key, as_of)`` reads the head, bisects the directory, and reads exactly the one segment
+entry that holds the answer; a multi-version query reads exactly the entries it returns, in
+one ``multi_get``; and a version never moves. Kafka moves a version to an earlier segment
+when an out-of-order write shortens its validity; here it stays where it is, the directory
+says where, and it is dropped with that later segment: later than it could be, never while
+it is visible. Reads follow the directory, not the segments below ``to_time``, so no version
+is missed across segments (DESIGN.md, deliberate difference 2).
+
+Physical expiry never changes what a read returns (see :mod:`topology.state.versioned`): a
+version whose segment is gone is older than history retention, and so is every older
+version of its key. The directory forgets such versions lazily, when the head is next
+rewritten.
 """
 
 from __future__ import annotations
@@ -62,26 +68,23 @@ _U64 = struct.Struct(">Q")
 _pack_u64 = _U64.pack
 _unpack_u64 = _U64.unpack_from
 _HEAD = struct.Struct(">QII")
-"""Head header: latest timestamp, number of older versions, length of the encoded key."""
+"""Head header: latest timestamp, number n of older versions, length of the encoded key.
+
+Then 2n u64 (the n timestamps, then their n segments), the encoded key, the payload."""
 _HEAD_SIZE = _HEAD.size
 _unpack_head = _HEAD.unpack_from
 _pack_head = _HEAD.pack
-_SEGMENT_PREFIX = struct.Struct(">cQ")
-_pack_segment = _SEGMENT_PREFIX.pack
+_pack_prefix = struct.Struct(">cQ").pack
 _META_VALUE = struct.Struct(">qQ")
 """Meta: observed stream time (ms, signed), segment interval (ms)."""
 
 _PUT = Operation.PUT
-_KIND_VALUE = 0
-_KIND_DELETE = 1
-_KIND_PURGE = 2
-_KINDS = {Operation.PUT: _KIND_VALUE, Operation.DELETE: _KIND_DELETE,
-          Operation.PURGE: _KIND_PURGE}
-_OPERATIONS = {_KIND_DELETE: Operation.DELETE, _KIND_PURGE: Operation.PURGE}
-_DELETE_PAYLOAD = bytes((_KIND_DELETE,))
-_PURGE_PAYLOAD = bytes((_KIND_PURGE,))
-_VALUE_TAG = bytes((_KIND_VALUE,))
-_NEVER = float("inf")
+_DELETE = Operation.DELETE
+_DELETED = b"\x01"
+_PURGED = b"\x02"
+_MARKERS = {_DELETED[0]: Operation.DELETE, _PURGED[0]: Operation.PURGE}
+"""Marker payloads by first byte; no codec value starts with these bytes."""
+_marker = _MARKERS.get
 
 _Record = VersionedRecord
 _new = object.__new__
@@ -89,59 +92,64 @@ _set_value = vars(VersionedRecord)["value"].__set__
 _set_timestamp = vars(VersionedRecord)["timestamp"].__set__
 _set_valid_to = vars(VersionedRecord)["valid_to"].__set__
 
-_TIMESTAMPS: dict[int, Callable[..., Any]] = {}
-_TIMESTAMP_PACKERS: dict[int, Callable[..., bytes]] = {}
+_UNPACKERS: dict[int, Callable[..., tuple[int, ...]]] = {}
+_PACKERS: dict[int, Callable[..., bytes]] = {}
 
 
-def _timestamps_unpacker(n: int) -> Callable[..., Any]:
+def _unpacker(n: int) -> Callable[..., tuple[int, ...]]:
     """``unpack_from`` of ``n`` big-endian u64 (cached per ``n``)."""
-    unpack = _TIMESTAMPS.get(n)
+    unpack = _UNPACKERS.get(n)
     if unpack is None:
-        unpack = _TIMESTAMPS[n] = struct.Struct(f">{n}Q").unpack_from
+        unpack = _UNPACKERS[n] = struct.Struct(f">{n}Q").unpack_from
     return unpack
 
 
-def _timestamps_packer(n: int) -> Callable[..., bytes]:
+def _packer(n: int) -> Callable[..., bytes]:
     """``pack`` of ``n`` big-endian u64 (cached per ``n``)."""
-    pack = _TIMESTAMP_PACKERS.get(n)
+    pack = _PACKERS.get(n)
     if pack is None:
-        pack = _TIMESTAMP_PACKERS[n] = struct.Struct(f">{n}Q").pack
+        pack = _PACKERS[n] = struct.Struct(f">{n}Q").pack
     return pack
 
 
 def _item(key: Any, payload: bytes, timestamp: int, valid_to: int | None) -> Item:
     """The record (or marker entry) a payload stores."""
-    kind = payload[0]
-    if kind != _KIND_VALUE:
-        return VersionEntry(key, None, timestamp, valid_to, _OPERATIONS[kind])
+    operation = _marker(payload[0])
+    if operation is not None:
+        return VersionEntry(key, None, timestamp, valid_to, operation)
     record = _new(_Record)
-    _set_value(record, decode(payload[1:]))
+    _set_value(record, decode(payload))
     _set_timestamp(record, timestamp)
     _set_valid_to(record, valid_to)
     return record
 
 
-class _Head:
-    """A decoded head: the latest version, the older versions' timestamps, the encoded key."""
-
-    __slots__ = ("history", "key", "payload", "timestamp")
-
-    def __init__(self, data: bytes) -> None:
-        timestamp, n, key_length = _unpack_head(data)
-        start = _HEAD_SIZE + 8 * n
-        self.timestamp: int = timestamp
-        self.history: list[int] = list(_timestamps_unpacker(n)(data, _HEAD_SIZE)) if n else []
-        self.key: bytes = data[start:start + key_length]
-        self.payload: bytes = data[start + key_length:]
+def _entry_key(segment: int, key_bytes: bytes, timestamp: int) -> bytes:
+    """The key of a version's segment entry."""
+    return _pack_prefix(_SEGMENTS, segment) + key_bytes + _pack_u64(timestamp)
 
 
-def _head(timestamp: int, history: list[int], encoded_key: bytes, payload: bytes) -> bytes:
+def _read_head(data: bytes) -> tuple[int, list[int], list[int], bytes, bytes]:
+    """Decode a head: latest timestamp, older timestamps, their segments, key, payload."""
+    timestamp, n, key_length = _unpack_head(data)
+    if n:
+        directory = _unpacker(2 * n)(data, _HEAD_SIZE)
+        times, segments = list(directory[:n]), list(directory[n:])
+    else:
+        times, segments = [], []
+    start = _HEAD_SIZE + 16 * n
+    return (timestamp, times, segments, data[start:start + key_length],
+            data[start + key_length:])
+
+
+def _head(timestamp: int, times: list[int], segments: list[int], encoded_key: bytes,
+          payload: bytes) -> bytes:
     """The bytes of a head."""
-    n = len(history)
+    n = len(times)
     if not n:
         return _pack_head(timestamp, 0, len(encoded_key)) + encoded_key + payload
     return b"".join((_pack_head(timestamp, n, len(encoded_key)),
-                     _timestamps_packer(n)(*history), encoded_key, payload))
+                     _packer(2 * n)(*times, *segments), encoded_key, payload))
 
 
 class RocksDBVersionedKeyValueStore(VersionedStoreBase):
@@ -204,6 +212,10 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         self._multi_get = keyspace.multi_get
         self._put = keyspace.put
         self._delete = keyspace.delete
+        self._live_from = 0
+        """Segments below this one are dropped (or were never written)."""
+        self._next_expiry: float = self._si
+        """The cutoff (ms) from which on :attr:`_live_from` moves."""
         meta = keyspace.get(_META)
         if meta is not None:
             observed, interval = _META_VALUE.unpack(meta)
@@ -213,11 +225,6 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
                     f"segment_interval_ms={interval}; open it with that interval, not "
                     f"{self._si}"
                 )
-        self._live_from = 0
-        """Segments below this one are dropped (or were never written)."""
-        self._next_expiry: float = self._si
-        """The cutoff (ms) from which on :attr:`_live_from` moves."""
-        if meta is not None:
             self._observed = observed
             self._cutoff = observed - self._hr
             self._drop_expired(self._cutoff)  # more than before if retention was shortened
@@ -235,11 +242,12 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         if data is None:
             return None
         timestamp, n, key_length = _unpack_head(data)
-        start = _HEAD_SIZE + 8 * n + key_length
-        if data[start] != _KIND_VALUE:
-            return VersionEntry(key, None, timestamp, None, _OPERATIONS[data[start]])
+        payload = data[_HEAD_SIZE + 16 * n + key_length:]
+        operation = _marker(payload[0])
+        if operation is not None:
+            return VersionEntry(key, None, timestamp, None, operation)
         record = _new(_Record)
-        _set_value(record, decode(data[start + 1:]))
+        _set_value(record, decode(payload))
         _set_timestamp(record, timestamp)
         _set_valid_to(record, None)
         return record
@@ -251,46 +259,46 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
             return None
         timestamp, n, key_length = _unpack_head(data)
         if timestamp <= time:
-            start = _HEAD_SIZE + 8 * n + key_length
-            return _item(key, data[start:], timestamp, None)
+            return _item(key, data[_HEAD_SIZE + 16 * n + key_length:], timestamp, None)
         if not n:
             return None
-        history = _timestamps_unpacker(n)(data, _HEAD_SIZE)
-        i = bisect_right(history, time)
+        times = _unpacker(n)(data, _HEAD_SIZE)
+        i = bisect_right(times, time)
         if not i:
             return None
-        valid_to = history[i] if i < n else timestamp
-        found = history[i - 1]
-        payload = self._get(_pack_segment(_SEGMENTS, valid_to // self._si) + key_bytes
-                            + _pack_u64(found))
+        found = times[i - 1]
+        segment = _unpack_u64(data, _HEAD_SIZE + 8 * (n + i - 1))[0]
+        payload = self._get(_pack_prefix(_SEGMENTS, segment) + key_bytes + _pack_u64(found))
         if payload is None:  # its segment expired: older than history retention
             return None
-        return _item(key, payload, found, valid_to)
+        operation = _marker(payload[0])
+        valid_to = times[i] if i < n else timestamp
+        if operation is not None:
+            return VersionEntry(key, None, found, valid_to, operation)
+        record = _new(_Record)
+        _set_value(record, decode(payload))
+        _set_timestamp(record, found)
+        _set_valid_to(record, valid_to)
+        return record
 
     def _versions(self, key: Any, lo: int, hi: int) -> list[Item]:
         key_bytes = self._bytes(key)
         data = self._get(_LATEST + key_bytes)
         if data is None:
             return []
-        head = _Head(data)
-        history = head.history
-        n = len(history)
-        start = bisect_left(history, lo)
-        stop = bisect_right(history, hi, start)
-        si = self._si
+        timestamp, times, segments, _, payload = _read_head(data)
+        n = len(times)
+        start = bisect_left(times, lo)
+        stop = bisect_right(times, hi, start)
         out: list[Item] = []
         if start < stop:
-            valid_tos = [history[i + 1] if i + 1 < n else head.timestamp
-                         for i in range(start, stop)]
-            payloads = self._multi_get([
-                _pack_segment(_SEGMENTS, valid_to // si) + key_bytes + _pack_u64(history[i])
-                for i, valid_to in zip(range(start, stop), valid_tos, strict=True)])
-            out = [_item(key, payload, history[i], valid_to)
-                   for i, valid_to, payload in zip(range(start, stop), valid_tos, payloads,
-                                                   strict=True)
-                   if payload is not None]
-        if lo <= head.timestamp <= hi:
-            out.append(_item(key, head.payload, head.timestamp, None))
+            found = self._multi_get([_entry_key(segments[i], key_bytes, times[i])
+                                     for i in range(start, stop)])
+            out = [_item(key, entry, times[i], times[i + 1] if i + 1 < n else timestamp)
+                   for i, entry in zip(range(start, stop), found, strict=True)
+                   if entry is not None]
+        if lo <= timestamp <= hi:
+            out.append(_item(key, payload, timestamp, None))
         return out
 
     def _scan(self, lo: bytes | None, hi: bytes | None) -> list[tuple[Any, Item]]:
@@ -298,9 +306,9 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         stop = _LATEST_END if hi is None else _LATEST + hi + b"\x00"
         out = []
         for _, data in self._keyspace.items(start, stop):
-            head = _Head(data)
-            key = decode(head.key)
-            out.append((key, _item(key, head.payload, head.timestamp, None)))
+            timestamp, _, _, encoded_key, payload = _read_head(data)
+            key = decode(encoded_key)
+            out.append((key, _item(key, payload, timestamp, None)))
         return out
 
     def _key_bytes(self, key: Any) -> bytes:
@@ -309,58 +317,64 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
     # -- writes ----------------------------------------------------------------------------------
 
     def _write(self, key: Any, timestamp: int, value: Any, operation: Operation) -> int | None:
+        # Hot path: the head is spliced as bytes; only the timestamps are decoded, and only
+        # for an out-of-order write.
         key_bytes = self._bytes(key)
         encoded_key = encode(key)
         if operation is _PUT:
-            payload = _VALUE_TAG + encode(value)
+            payload = encode(value)
         else:
-            payload = _DELETE_PAYLOAD if operation is Operation.DELETE else _PURGE_PAYLOAD
+            payload = _DELETED if operation is _DELETE else _PURGED
         head_key = _LATEST + key_bytes
         data = self._get(head_key)
         if data is None:
-            self._put(head_key, _head(timestamp, [], encoded_key, payload))
+            self._put(head_key, _pack_head(timestamp, 0, len(encoded_key)) + encoded_key
+                      + payload)
             if operation is not _PUT:
                 self._mark(key_bytes, timestamp)
             return None
-        head = _Head(data)
-        if head.key != encoded_key:
-            self._refuse(key, head.key, key_bytes)
-        latest = head.timestamp
-        history = head.history
-        si = self._si
+        latest, n, key_length = _unpack_head(data)
+        middle = _HEAD_SIZE + 8 * n
+        key_start = middle + 8 * n
+        payload_start = key_start + key_length
+        if data[key_start:payload_start] != encoded_key:
+            self._refuse(key, data[key_start:payload_start], key_bytes)
         put = self._put
-        if timestamp >= latest:
-            if timestamp > latest:
-                put(_pack_segment(_SEGMENTS, timestamp // si) + key_bytes + _pack_u64(latest),
-                    head.payload)
-                history.append(latest)
-                self._trim(history, timestamp)
-            put(head_key, _head(timestamp, history, encoded_key, payload))
-            if operation is not _PUT:
-                self._mark(key_bytes, timestamp)
-            return None
-        n = len(history)
-        i = bisect_left(history, timestamp)
-        if i < n and history[i] == timestamp:
-            valid_to = history[i + 1] if i + 1 < n else latest
-            put(_pack_segment(_SEGMENTS, valid_to // si) + key_bytes + _pack_u64(timestamp),
-                payload)
+        if timestamp > latest:  # the latest version becomes history, ending at timestamp
+            segment = timestamp // self._si
+            put(_pack_prefix(_SEGMENTS, segment) + key_bytes + _pack_u64(latest),
+                data[payload_start:])
+            head = b"".join((_pack_head(timestamp, n + 1, key_length), data[_HEAD_SIZE:middle],
+                             _pack_u64(latest), data[middle:key_start], _pack_u64(segment),
+                             encoded_key, payload))
+            if n and _unpack_u64(head, middle + 8)[0] < self._live_from:
+                head = self._trimmed(key_bytes, head)
+        elif timestamp == latest:
+            head = data[:payload_start] + payload
+        else:
+            times = _unpacker(n)(data, _HEAD_SIZE)
+            i = bisect_left(times, timestamp)
+            if i < n and times[i] == timestamp:  # replaced where it is; the head stays
+                segment = _unpack_u64(data, middle + 8 * i)[0]
+                put(_pack_prefix(_SEGMENTS, segment) + key_bytes + _pack_u64(timestamp),
+                    payload)
+                return times[i + 1] if i + 1 < n else latest
+            valid_to = times[i] if i < n else latest
+            segment = valid_to // self._si
+            put(_pack_prefix(_SEGMENTS, segment) + key_bytes + _pack_u64(timestamp), payload)
+            at = _HEAD_SIZE + 8 * i
+            at_segment = middle + 8 * i
+            head = b"".join((_pack_head(latest, n + 1, key_length), data[_HEAD_SIZE:at],
+                             _pack_u64(timestamp), data[at:at_segment], _pack_u64(segment),
+                             data[at_segment:]))
+            if _unpack_u64(head, middle + 8)[0] < self._live_from:
+                head = self._trimmed(key_bytes, head)
+            put(head_key, head)
             return valid_to
-        valid_to = history[i] if i < n else latest
-        put(_pack_segment(_SEGMENTS, valid_to // si) + key_bytes + _pack_u64(timestamp),
-            payload)
-        if i and valid_to // si != timestamp // si:
-            # the previous version now ends at ``timestamp``: it moves to that segment
-            suffix = key_bytes + _pack_u64(history[i - 1])
-            old = _pack_segment(_SEGMENTS, valid_to // si) + suffix
-            moved = self._get(old)
-            if moved is not None:
-                self._delete(old)
-                put(_pack_segment(_SEGMENTS, timestamp // si) + suffix, moved)
-        history.insert(i, timestamp)
-        self._trim(history, latest)
-        put(head_key, _head(latest, history, encoded_key, head.payload))
-        return valid_to
+        put(head_key, head)
+        if operation is not _PUT:
+            self._mark(key_bytes, timestamp)
+        return None
 
     def _purge(self, key: Any, timestamp: int) -> None:
         key_bytes = self._bytes(key)
@@ -368,11 +382,11 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         head_key = _LATEST + key_bytes
         data = self._get(head_key)
         if data is not None:
-            head = _Head(data)
-            if head.key != encoded_key:
-                self._refuse(key, head.key, key_bytes)
-            self._forget(key_bytes, head.history, head.timestamp, len(head.history))
-        self._put(head_key, _head(timestamp, [], encoded_key, _PURGE_PAYLOAD))
+            _, times, segments, stored_key, _ = _read_head(data)
+            if stored_key != encoded_key:
+                self._refuse(key, stored_key, key_bytes)
+            self._forget(key_bytes, times, segments, len(times))
+        self._put(head_key, _head(timestamp, [], [], encoded_key, _PURGED))
         self._mark(key_bytes, timestamp)
 
     def _drop_oldest(self, key: Any, keep: int) -> int | None:
@@ -380,39 +394,39 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         head_key = _LATEST + key_bytes
         data = self._get(head_key)
         assert data is not None, "the key has versions"
-        head = _Head(data)
-        history = head.history
-        n = len(history) + 1 - keep
+        latest, times, segments, encoded_key, payload = _read_head(data)
+        n = len(times) + 1 - keep
         if n <= 0:
             return None
-        self._forget(key_bytes, history, head.timestamp, n)
-        newest = history[n - 1]
-        self._put(head_key, _head(head.timestamp, history[n:], head.key, head.payload))
-        return newest
+        self._forget(key_bytes, times, segments, n)
+        self._put(head_key, _head(latest, times[n:], segments[n:], encoded_key, payload))
+        return times[n - 1]
 
-    def _forget(self, key_bytes: bytes, history: list[int], latest: int, n: int) -> None:
-        """Delete the segment entries of the ``n`` oldest versions listed in ``history``."""
-        si = self._si
+    def _forget(self, key_bytes: bytes, times: list[int], segments: list[int], n: int) -> None:
+        """Delete the segment entries of the ``n`` oldest versions in the directory."""
         live_from = self._live_from
         delete = self._delete
         for i in range(n):
-            segment = (history[i + 1] if i + 1 < len(history) else latest) // si
-            if segment >= live_from:
-                delete(_pack_segment(_SEGMENTS, segment) + key_bytes + _pack_u64(history[i]))
+            if segments[i] >= live_from:
+                delete(_pack_prefix(_SEGMENTS, segments[i]) + key_bytes + _pack_u64(times[i]))
 
-    def _trim(self, history: list[int], latest: int) -> None:
-        """Drop from ``history`` the timestamps whose segment entry has expired."""
-        live_from = self._live_from * self._si
-        drop = 0
-        n = len(history)
-        while drop < n and (history[drop + 1] if drop + 1 < n else latest) < live_from:
-            drop += 1
-        if drop:
-            del history[:drop]
+    def _trimmed(self, key_bytes: bytes, head: bytes) -> bytes:
+        """``head`` without its versions up to the newest one whose segment has expired.
+
+        They are all older than history retention: the expired one ended before the cutoff,
+        and every older one ended before it began. Their entries still in live segments
+        (versions an out-of-order write shortened) are deleted. Writes call this only when
+        the oldest version's segment has expired, which bounds the directory cheaply.
+        """
+        latest, times, segments, encoded_key, payload = _read_head(head)
+        live_from = self._live_from
+        drop = max(i for i, segment in enumerate(segments) if segment < live_from) + 1
+        self._forget(key_bytes, times, segments, drop)
+        return _head(latest, times[drop:], segments[drop:], encoded_key, payload)
 
     def _mark(self, key_bytes: bytes, timestamp: int) -> None:
         """Note that ``key_bytes``'s latest version is a marker at ``timestamp``."""
-        self._put(_pack_segment(_EXPIRY, timestamp // self._si) + key_bytes, b"")
+        self._put(_pack_prefix(_EXPIRY, timestamp // self._si) + key_bytes, b"")
 
     def _refuse(self, key: Any, stored: bytes, key_bytes: bytes) -> None:
         raise ValueError(
@@ -436,7 +450,7 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         live_from = cutoff // self._si
         if live_from <= self._live_from:
             return
-        bound = _pack_segment(_EXPIRY, live_from)
+        bound = _pack_prefix(_EXPIRY, live_from)
         marked = [key[9:] for key, _ in self._keyspace.items(_EXPIRY, bound)]
         for key_bytes in marked:
             head_key = _LATEST + key_bytes
@@ -444,12 +458,12 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
             if data is None:
                 continue
             timestamp, n, key_length = _unpack_head(data)
-            if (data[_HEAD_SIZE + 8 * n + key_length] != _KIND_VALUE
+            if (data[_HEAD_SIZE + 16 * n + key_length] in _MARKERS
                     and timestamp // self._si < live_from):
                 self._delete(head_key)
         if marked:
             self._keyspace.delete_range(_EXPIRY, bound)
-        self._keyspace.delete_range(_SEGMENTS, _pack_segment(_SEGMENTS, live_from))
+        self._keyspace.delete_range(_SEGMENTS, _pack_prefix(_SEGMENTS, live_from))
         self._live_from = live_from
         self._next_expiry = (live_from + 1) * self._si
 
@@ -463,23 +477,24 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
     def _check(self) -> None:
         """Assert every invariant of the layout (the tests call it after each operation).
 
-        Heads: history strictly ascending and older than the latest, the encoded key decodes
-        to a key that serializes to the head's key bytes, ``max_versions`` respected. Every
-        listed version whose segment is live has its entry, and every segment entry is
-        listed by its head; no segment below the live one is left. Every head whose latest
-        version is a marker has its expiry entry and is not expired. The meta entry holds the
-        observed stream time once there is one. The keyspace's own invariants hold.
+        Heads: directory timestamps strictly ascending and older than the latest, each in a
+        segment no earlier than that of its ``valid_to``; the encoded key decodes to a key
+        that serializes to the head's key bytes; ``max_versions`` respected. Segment entries
+        are exactly the directory's versions in live segments; none below the live segment is
+        left. Every head whose latest version is a marker has its expiry entry and is not
+        expired. The meta entry holds the observed stream time once there is one; the live
+        segment is the cutoff's. The keyspace's own invariants hold.
         """
         self._keyspace._check()
         si = self._si
         live_from = self._live_from
-        assert self._next_expiry == (live_from + 1) * si, (self._next_expiry, live_from)
         assert live_from == max(self._cutoff, 0) // si, (live_from, self._cutoff)
+        assert self._next_expiry == (live_from + 1) * si, (self._next_expiry, live_from)
         expected: set[bytes] = set()
         marks: set[bytes] = set()
-        meta = None
-        segments: set[bytes] = set()
+        entries: set[bytes] = set()
         found_marks: set[bytes] = set()
+        meta = None
         for key, data in self._keyspace.items():
             prefix = key[:1]
             if prefix == _META:
@@ -487,31 +502,33 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
                 meta = _META_VALUE.unpack(data)
             elif prefix == _SEGMENTS:
                 assert _unpack_u64(key, 1)[0] >= live_from, f"expired segment entry {key!r}"
-                segments.add(key)
+                if data[0] not in _MARKERS:
+                    decode(data)  # raises for bytes the codec did not write
+                entries.add(key)
             elif prefix == _EXPIRY:
                 assert data == b"", key
                 found_marks.add(key)
             else:
                 assert prefix == _LATEST, f"foreign key {key!r}"
                 key_bytes = key[1:]
-                head = _Head(data)
-                assert self._bytes(decode(head.key)) == key_bytes, (key, head.key)
-                history = head.history
-                times = [*history, head.timestamp]
-                assert all(a < b for a, b in zip(times, times[1:], strict=False)), (key, times)
+                timestamp, times, segments, encoded_key, payload = _read_head(data)
+                assert self._bytes(decode(encoded_key)) == key_bytes, (key, encoded_key)
+                ends = [*times, timestamp][1:]
+                assert all(a < b for a, b in zip(times, ends, strict=True)), (key, times)
+                assert all(segment >= end // si for segment, end in zip(segments, ends,
+                                                                       strict=True)), key
                 if self._max_versions is not None:
-                    assert len(history) < self._max_versions, (key, history)
-                assert head.payload[0] in (_KIND_VALUE, _KIND_DELETE, _KIND_PURGE), key
-                assert head.payload[0] == _KIND_VALUE or len(head.payload) == 1, key
-                for i, version in enumerate(history):
-                    segment = (history[i + 1] if i + 1 < len(history) else head.timestamp) // si
+                    assert len(times) < self._max_versions, (key, times)
+                for version, segment in zip(times, segments, strict=True):
                     if segment >= live_from:
-                        expected.add(_pack_segment(_SEGMENTS, segment) + key_bytes
-                                     + _pack_u64(version))
-                if head.payload[0] != _KIND_VALUE:
-                    assert head.timestamp // si >= live_from, f"{key!r}: expired marker kept"
-                    marks.add(_pack_segment(_EXPIRY, head.timestamp // si) + key_bytes)
-        assert segments == expected, (sorted(segments ^ expected), "segment entries")
+                        expected.add(_entry_key(segment, key_bytes, version))
+                if payload[0] in _MARKERS:
+                    assert len(payload) == 1, key
+                    assert timestamp // si >= live_from, f"{key!r}: expired marker kept"
+                    marks.add(_pack_prefix(_EXPIRY, timestamp // si) + key_bytes)
+                else:
+                    decode(payload)
+        assert entries == expected, (sorted(entries ^ expected), "segment entries")
         assert marks <= found_marks, (sorted(marks - found_marks), "expiry entries")
         if self._observed >= 0:
             assert meta == (self._observed, si), (meta, self._observed)
