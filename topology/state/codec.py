@@ -63,6 +63,14 @@ def encode(value: Any) -> bytes:
     :raises StateCodecError: for a type the codec does not write, naming the type and asking
         for a serde.
     """
+    if value.__class__ is str:  # the most common key and value, written directly
+        try:
+            raw = value.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # the general path below raises the codec's error
+        else:
+            if len(raw) <= _MAX_LENGTH:
+                return _STR + _LENGTH.pack(len(raw)) + raw
     out: list[bytes] = []
     _write(value, out.append)
     return b"".join(out)
@@ -73,9 +81,17 @@ def decode(data: bytes) -> Any:
 
     :raises StateCodecError: for bytes that are not one whole encoded value.
     """
-    if not isinstance(data, bytes | bytearray | memoryview):
+    if data.__class__ is bytes:
+        view = data
+    elif isinstance(data, bytes | bytearray | memoryview):
+        view = bytes(data)
+    else:
         raise StateCodecError(f"the state codec reads bytes, got {type(data).__name__}")
-    view = bytes(data)
+    if view[:1] == _STR and len(view) >= 5 and _LENGTH.unpack_from(view, 1)[0] == len(view) - 5:
+        try:  # a str, the most common key and value, read directly
+            return view[5:].decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # the general path below raises the codec's error
     try:
         value, end = _read(view, 0)
     except (IndexError, struct.error, UnicodeDecodeError, RecursionError, TypeError) as exc:
