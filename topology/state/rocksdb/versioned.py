@@ -319,7 +319,9 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
     def _write(self, key: Any, timestamp: int, value: Any, operation: Operation) -> int | None:
         # Hot path: the head is spliced as bytes; only the timestamps are decoded, and only
         # for an out-of-order write.
-        key_bytes = self._bytes(key)
+        key_bytes = self._key_serializer(key)
+        if key_bytes.__class__ is not bytes:
+            key_bytes = self._bytes(key)
         encoded_key = encode(key)
         if operation is _PUT:
             payload = encode(value)
@@ -337,8 +339,9 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         middle = _HEAD_SIZE + 8 * n
         key_start = middle + 8 * n
         payload_start = key_start + key_length
-        if data[key_start:payload_start] != encoded_key:
-            self._refuse(key, data[key_start:payload_start], key_bytes)
+        stored_key = data[key_start:payload_start]
+        if stored_key != encoded_key:
+            self._refuse(key, stored_key, key_bytes)
         put = self._put
         if timestamp > latest:  # the latest version becomes history, ending at timestamp
             segment = timestamp // self._si
