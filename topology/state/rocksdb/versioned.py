@@ -167,12 +167,12 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
     :class:`~topology.state.codec.StateCodecError` before anything changes. ``key_serializer``
     gives the bytes that order keys and must differ between distinct keys.
 
-    Runtime complexity, v versions of the key (the head lists their timestamps, decoded on
-    each access, a C loop): ``get`` one RocksDB read; ``get(as_of)`` two, plus O(v); ``put``
-    one read plus O(v), and one more read for an out-of-order write that moves its
-    predecessor to an earlier segment; ``get_versions`` one read plus one ``multi_get`` of
-    the versions returned. Expiry is one ``delete_range`` per expired span of segments, plus
-    one read per latest marker found in it.
+    Runtime complexity, v versions of the key (a head's directory is decoded by ``struct``,
+    O(v) in C): ``get`` one RocksDB read; ``get(as_of)`` two, plus O(v); ``put`` one read and
+    two writes, plus O(v); ``get_versions`` one read and one ``multi_get`` of the versions
+    returned; ``purge`` and ``max_versions`` one delete per version dropped; key scans one
+    iteration over the heads in range. Expiry: one ``delete_range`` each time the cutoff
+    enters a new segment, plus one read per latest marker in the expired segments.
 
     :param keyspace: where the store lives, used by this store alone; the caller owns its
         ``StateDB``.
@@ -231,14 +231,8 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def _bytes(self, key: Any) -> bytes:
-        key_bytes = self._key_serializer(key)
-        if key_bytes.__class__ is not bytes:
-            key_bytes = VersionedStoreBase._key_bytes(self, key)
-        return key_bytes
-
     def _latest(self, key: Any) -> Item | None:
-        data = self._get(_LATEST + self._bytes(key))
+        data = self._get(_LATEST + self._key_bytes(key))
         if data is None:
             return None
         timestamp, n, key_length = _unpack_head(data)
@@ -253,7 +247,7 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         return record
 
     def _floor(self, key: Any, time: int) -> Item | None:
-        key_bytes = self._bytes(key)
+        key_bytes = self._key_bytes(key)
         data = self._get(_LATEST + key_bytes)
         if data is None:
             return None
@@ -282,7 +276,7 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         return record
 
     def _versions(self, key: Any, lo: int, hi: int) -> list[Item]:
-        key_bytes = self._bytes(key)
+        key_bytes = self._key_bytes(key)
         data = self._get(_LATEST + key_bytes)
         if data is None:
             return []
@@ -311,9 +305,6 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
             out.append((key, _item(key, payload, timestamp, None)))
         return out
 
-    def _key_bytes(self, key: Any) -> bytes:
-        return self._bytes(key)
-
     # -- writes ----------------------------------------------------------------------------------
 
     def _write(self, key: Any, timestamp: int, value: Any, operation: Operation) -> int | None:
@@ -321,7 +312,7 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         # for an out-of-order write.
         key_bytes = self._key_serializer(key)
         if key_bytes.__class__ is not bytes:
-            key_bytes = self._bytes(key)
+            key_bytes = self._key_bytes(key)
         encoded_key = encode(key)
         if operation is _PUT:
             payload = encode(value)
@@ -380,7 +371,7 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         return None
 
     def _purge(self, key: Any, timestamp: int) -> None:
-        key_bytes = self._bytes(key)
+        key_bytes = self._key_bytes(key)
         encoded_key = encode(key)
         head_key = _LATEST + key_bytes
         data = self._get(head_key)
@@ -393,7 +384,7 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
         self._mark(key_bytes, timestamp)
 
     def _drop_oldest(self, key: Any, keep: int) -> int | None:
-        key_bytes = self._bytes(key)
+        key_bytes = self._key_bytes(key)
         head_key = _LATEST + key_bytes
         data = self._get(head_key)
         assert data is not None, "the key has versions"
@@ -515,7 +506,7 @@ class RocksDBVersionedKeyValueStore(VersionedStoreBase):
                 assert prefix == _LATEST, f"foreign key {key!r}"
                 key_bytes = key[1:]
                 timestamp, times, segments, encoded_key, payload = _read_head(data)
-                assert self._bytes(decode(encoded_key)) == key_bytes, (key, encoded_key)
+                assert self._key_bytes(decode(encoded_key)) == key_bytes, (key, encoded_key)
                 ends = [*times, timestamp][1:]
                 assert all(a < b for a, b in zip(times, ends, strict=True)), (key, times)
                 assert all(segment >= end // si for segment, end in zip(segments, ends,
