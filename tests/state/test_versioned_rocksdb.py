@@ -225,7 +225,7 @@ OPS = st.one_of(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)  # each reopen costs milliseconds of fsync
 @given(retention=st.integers(0, 30), interval=st.sampled_from([1, 3, 10]),
        max_versions=st.none() | st.integers(1, 3), ops=st.lists(OPS, max_size=40))
 def test_committed_and_reopened_state_matches_the_memory_backend(
