@@ -129,8 +129,16 @@ class StreamsBuilder:
         value_serde = m.value_serde or consumed.value_serde
         key_ser = serializer_of(key_serde)
         interval = m.segment_interval_ms
+
+        def persistent(keyspace: Keyspace) -> Any:
+            from .state.rocksdb import RocksDBVersionedKeyValueStore
+
+            return RocksDBVersionedKeyValueStore(store, key_ser, keyspace,  # type: ignore[arg-type]
+                                                 retention, interval)
+
         self.add_store(StoreSpec(store, "versioned", lambda: InMemoryVersionedKeyValueStore(
-            store, key_ser, retention, interval)))  # type: ignore[arg-type]
+            store, key_ser, retention, interval),  # type: ignore[arg-type]
+            persistent, m.persistence))
         old = OldValues()
         node = self.add_node("KTABLE-SOURCE", lambda: VersionedTableSourceProcessor(store, old),
                              [source], stores=[store])

@@ -8,23 +8,71 @@ returning a new, empty store for ``str`` keys serialized as UTF-8 and ``str`` va
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import tempfile
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from topology.state.api import VersionedKeyValueStore
 from topology.state.memory import InMemoryVersionedKeyValueStore
-from topology.state.rocksdb import Keyspace, StateDB
+from topology.state.rocksdb import Keyspace, RocksDBVersionedKeyValueStore, StateDB
 
 
 def _memory(**options: Any) -> VersionedKeyValueStore:
     return InMemoryVersionedKeyValueStore("test", str.encode, **options)
 
 
+_FREE: list[StateDB] = []
+"""Open StateDBs with an empty keyspace ``"test"``, ready for the next store."""
+_DIRECTORY = tempfile.TemporaryDirectory(prefix="versioned-")
+
+
+def _rocksdb(**options: Any) -> VersionedKeyValueStore:
+    """A store on an empty keyspace of a StateDB of its own.
+
+    Opening a StateDB costs tens of milliseconds (most of it creating the keyspace), too
+    much for thousands of hypothesis examples, so databases are reused: closing a store (or
+    garbage-collecting one a test left open) rolls back its writes, which were never
+    committed, and frees its database. All of them are closed and removed at exit.
+    """
+    db = _FREE.pop() if _FREE else StateDB.open(tempfile.mkdtemp(dir=_DIRECTORY.name))
+    keyspace = db.keyspace("test")
+    released = False
+
+    def release() -> None:  # called by close(), then again when the store is collected
+        nonlocal released
+        if released:
+            return
+        released = True
+        db.rollback()
+        if next(keyspace.items(), None) is None:
+            _FREE.append(db)
+        else:  # something committed to it: do not reuse it
+            db.close()
+
+    try:
+        store = RocksDBVersionedKeyValueStore("test", str.encode, keyspace, on_close=release,
+                                              **options)
+    except BaseException:
+        release()
+        raise
+    weakref.finalize(store, release)
+    return store
+
+
+@atexit.register
+def _close_databases() -> None:
+    while _FREE:
+        _FREE.pop().close()
+    _DIRECTORY.cleanup()
+
+
 VERSIONED_BACKENDS: dict[str, Callable[..., VersionedKeyValueStore]] = {
     "memory": _memory,
+    "rocksdb": _rocksdb,
 }
 
 

@@ -33,16 +33,18 @@ def _null(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def _table(b: StreamsBuilder, config: dict[str, Any], versioned: bool) -> Any:
+def _table(b: StreamsBuilder, config: dict[str, Any], versioned: bool | str) -> Any:
+    """The scenario's table: plain, versioned in memory, or versioned on RocksDB."""
     if not versioned:
         return b.table("table")
     return b.table("table", materialized=Materialized.versioned(
-        "table-store", config["historyRetention"], config["segmentInterval"]))
+        "table-store", config["historyRetention"], config["segmentInterval"],
+        persistent=versioned == "rocksdb"))
 
 
 def _stream_table_join(joiner: Callable[[Any, Any], Any], grace: int | None = None
-                       ) -> Callable[[dict[str, Any], bool], Topology]:
-    def build(config: dict[str, Any], versioned: bool) -> Topology:
+                       ) -> Callable[[dict[str, Any], bool | str], Topology]:
+    def build(config: dict[str, Any], versioned: bool | str) -> Topology:
         b = StreamsBuilder()
         table = _table(b, config, versioned)
         b.stream("stream").join(table, joiner, grace=grace).to("output")
@@ -51,7 +53,7 @@ def _stream_table_join(joiner: Callable[[Any, Any], Any], grace: int | None = No
     return build
 
 
-def _table_aggregate(config: dict[str, Any], versioned: bool) -> Topology:
+def _table_aggregate(config: dict[str, Any], versioned: bool | str) -> Topology:
     def select(key: str, value: str) -> Any:
         if key == "NULL":
             return None
@@ -66,7 +68,7 @@ def _table_aggregate(config: dict[str, Any], versioned: bool) -> Topology:
     return b.build()
 
 
-def _filter(config: dict[str, Any], versioned: bool) -> Topology:
+def _filter(config: dict[str, Any], versioned: bool | str) -> Topology:
     b = StreamsBuilder()
     filtered = _table(b, config, versioned).filter(lambda k, v: v.lower() == "accept")
     filtered.to_stream().to("output")
@@ -74,7 +76,7 @@ def _filter(config: dict[str, Any], versioned: bool) -> Topology:
     return b.build()
 
 
-BUILDERS: dict[str, Callable[[dict[str, Any], bool], Topology]] = {
+BUILDERS: dict[str, Callable[[dict[str, Any], bool | str], Topology]] = {
     "kip889_motivation_stream_table_join": _stream_table_join(lambda s, t: f"{s}+{t}"),
     "stream_table_inner_join_versioned_out_of_order":
         _stream_table_join(lambda s, t: f"{_null(s)}-{_null(t)}"),
@@ -86,7 +88,7 @@ BUILDERS: dict[str, Callable[[dict[str, Any], bool], Topology]] = {
     "filter_on_versioned_table_forwards_duplicate_tombstones": _filter,
 }
 
-CASES = [(name, True) for name in sorted(SCENARIOS)] + [
+CASES = [(name, backend) for name in sorted(SCENARIOS) for backend in ("memory", "rocksdb")] + [
     (name, False) for name in sorted(SCENARIOS)
     if any("unversionedExpectOutput" in op for op in SCENARIOS[name]["ops"])]
 
@@ -95,7 +97,7 @@ def test_every_dsl_scenario_has_a_builder() -> None:
     assert set(BUILDERS) == set(SCENARIOS)
 
 
-def _expected(op: dict[str, Any], versioned: bool) -> list[tuple[Any, Any, int]]:
+def _expected(op: dict[str, Any], versioned: bool | str) -> list[tuple[Any, Any, int]]:
     rows = op["expectOutput"] if versioned else op.get("unversionedExpectOutput",
                                                        op["expectOutput"])
     out = []
@@ -108,8 +110,8 @@ def _expected(op: dict[str, Any], versioned: bool) -> list[tuple[Any, Any, int]]
 
 
 @pytest.mark.parametrize(("name", "versioned"), CASES,
-                         ids=[f"{n}-{'versioned' if v else 'latest'}" for n, v in CASES])
-def test_dsl_scenario(name: str, versioned: bool) -> None:
+                         ids=[f"{n}-{v or 'latest'}" for n, v in CASES])
+def test_dsl_scenario(name: str, versioned: bool | str) -> None:
     scenario = SCENARIOS[name]
     topology = BUILDERS[name](scenario["config"], versioned)
     with TopologyTestDriver(topology) as driver:

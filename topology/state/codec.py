@@ -63,12 +63,17 @@ def encode(value: Any) -> bytes:
     :raises StateCodecError: for a type the codec does not write, naming the type and asking
         for a serde.
     """
-    kind = type(value)
+    kind = value.__class__
     if kind is int and -(2**63) <= value < 2**63:  # fast paths, the same bytes as _write's
         return _INT + _LONG.pack(value)
-    if kind is str and value.isascii():
-        raw = value.encode("ascii")
-        return _STR + _length(len(raw), "str") + raw
+    if kind is str:  # the most common key and value, written directly
+        try:
+            raw = value.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # the general path below raises the codec's error
+        else:
+            if len(raw) <= _MAX_LENGTH:
+                return _STR + _LENGTH.pack(len(raw)) + raw
     out: list[bytes] = []
     _write(value, out.append)
     return b"".join(out)
@@ -79,11 +84,17 @@ def decode(data: bytes) -> Any:
 
     :raises StateCodecError: for bytes that are not one whole encoded value.
     """
-    view = data
-    if type(view) is not bytes:
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise StateCodecError(f"the state codec reads bytes, got {type(data).__name__}")
+    if data.__class__ is bytes:
+        view = data
+    elif isinstance(data, bytes | bytearray | memoryview):
         view = bytes(data)
+    else:
+        raise StateCodecError(f"the state codec reads bytes, got {type(data).__name__}")
+    if view[:1] == _STR and len(view) >= 5 and _LENGTH.unpack_from(view, 1)[0] == len(view) - 5:
+        try:  # a str, the most common key and value, read directly
+            return view[5:].decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # the general path below raises the codec's error
     try:
         value, end = _read(view, 0)
     except (IndexError, struct.error, UnicodeDecodeError, RecursionError, TypeError) as exc:
