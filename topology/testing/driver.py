@@ -70,7 +70,7 @@ class TopologyTestDriver:
     """
 
     def __init__(self, topology: Topology, config: Mapping[str, Any] | None = None,
-                 initial_wall_clock_ms: int | None = None) -> None:
+                 initial_wall_clock_ms: int | None = None, state_dir: Any = None) -> None:
         if not isinstance(topology, Topology):
             raise TypeError(f"TopologyTestDriver needs a Topology (StreamsBuilder.build()), "
                             f"got {type(topology).__name__}")
@@ -100,6 +100,7 @@ class TopologyTestDriver:
                     self._consumed[self._task.resolve_topic(topic)] = (
                         node.consumed.key_serde, node.consumed.value_serde)
         self._closed = False
+        self.state_dir = state_dir  # stand-in for durable state: see commit() below
 
     # -- topics --------------------------------------------------------------------------------
 
@@ -284,6 +285,22 @@ class TopologyTestDriver:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+    # -- commit: MINIMAL IN-PROCESS STAND-IN (spark branch) ------------------------------------
+    # The durable-state work replaces this block (and the state_dir line in __init__) with
+    # commits of stores, buffers, offsets, outputs and meta under state_dir. Here only the
+    # meta is kept, in memory: nothing survives the process. topology.spark relies on exactly
+    # these two methods and on __init__ accepting state_dir.
+
+    def commit(self, meta: Mapping[str, bytes]) -> None:
+        """Commit the task's state together with ``meta`` (stand-in: keeps ``meta`` only)."""
+        committed: dict[str, bytes] = self.__dict__.setdefault("_committed_meta", {})
+        committed.update(meta)
+
+    def committed_meta(self, name: str) -> bytes | None:
+        """The value of ``name`` in the last commit's meta, ``None`` if never committed."""
+        committed: dict[str, bytes] = self.__dict__.get("_committed_meta", {})
+        return committed.get(name)
 
 
 def _steps(serializer: Callable[[Any], Any] | None, topic_serde: Serde[Any] | None,
