@@ -48,8 +48,10 @@ class ForeachBatchRunner:
 
     :param topology: the topology, as built by ``StreamsBuilder.build()``.
     :param state_dir: where the task's stores, buffers and commits live; a later runner on
-        the same directory resumes from the last committed batch. ``None``: a private
-        temporary directory, removed by :meth:`close` (nothing survives the process).
+        the same directory resumes from the last committed batch. It belongs with one query
+        checkpoint (batch ids are the query's): keep them together, and start both afresh or
+        neither. ``None``: a private temporary directory, removed by :meth:`close` (nothing
+        survives the process).
     :param sinks: a sink for each output topic (``topic -> sink``; see
         :mod:`topology.spark.sinks`): ``sinks.memory()``, ``sinks.parquet(path)``,
         ``sinks.kafka_frame(fn)`` or any callable ``sink(records, batch_id)``.
