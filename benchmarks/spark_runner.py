@@ -48,7 +48,7 @@ from workloads import clicks  # noqa: E402
 
 from suppress import BufferConfig, Suppressed  # noqa: E402
 from topology import Consumed, Serdes, StreamsBuilder, TimeWindows, TopologyTestDriver  # noqa: E402
-from topology.spark import ForeachBatchRunner  # noqa: E402
+from topology.spark import ForeachBatchRunner, local_session  # noqa: E402
 
 SIZE, GRACE = 60_000, 2_000
 
@@ -82,22 +82,6 @@ def write_files(records: list[tuple[str, Any, int]], folder: Path, files: int) -
         os.rename(staged, folder / f"part-{n:03d}.parquet")
 
 
-def local_spark() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("bench-spark-runner")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 def timed_query(spark: Any, folder: Path, work: Path, name: str,
                 build: Callable[[Any], Any], max_files: int = 1) -> float:
     """Seconds from start() to the end of an availableNow query over the files."""
@@ -119,7 +103,7 @@ def main() -> None:
     logging.getLogger("topology").setLevel(logging.ERROR)  # one warning per late record
     n = args.records
     records = clicks(n, args.keys)
-    spark = local_spark()
+    spark = local_session("bench-spark-runner")
     from pyspark.sql import functions as F
 
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:

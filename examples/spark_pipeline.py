@@ -49,7 +49,7 @@ from topology import (
     Topology,
     TopologyTestDriver,
 )
-from topology.spark import ForeachBatchRunner, sinks
+from topology.spark import ForeachBatchRunner, local_session, sinks
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -58,6 +58,7 @@ CURRENCIES = {"EUR": 1.0, "USD": 0.92, "GBP": 1.17, "CHF": 1.04, "JPY": 0.0062}
 ALERT_EUR = 5_000.0
 """An account's payments in one hour above this total raise an alert."""
 FILES = 10
+"""Input files, one micro-batch each."""
 
 
 # -- the topology: the same one a unit test runs with TopologyTestDriver -------------------------
@@ -119,10 +120,11 @@ def generate(payments: int, seed: int = 2024) -> list[tuple[str, bytes, bytes, i
     return [(topic, key, value, ts) for _, topic, key, value, ts in events]
 
 
-def write_files(records: list[tuple[str, bytes, bytes, int]], folder: Path) -> None:
+def write_files(records: list[tuple[str, bytes, bytes, int]], folder: Path,
+                files: int = FILES) -> None:
     """Parquet files in Spark's Kafka source schema, each appearing whole (renamed in)."""
     folder.mkdir(parents=True)
-    size = -(-len(records) // FILES)
+    size = -(-len(records) // files)
     for n, first in enumerate(range(0, len(records), size)):
         part = records[first:first + size]
         table = pa.table({
@@ -151,28 +153,11 @@ def read_input(folder: Path) -> list[tuple[str, bytes, bytes, int]]:
 
 # -- the job -------------------------------------------------------------------------------------
 
-def local_spark() -> Any:
-    """A local SparkSession with settings that suit one machine."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("payment-alerts")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def run(spark: Any, work: Path, payments: int) -> bool:
+def run(spark: Any, work: Path, payments: int, files: int = FILES) -> bool:
     """Generate (once), stream through the runner, print; True if it matches the driver."""
     incoming = work / "input"
     if not incoming.exists():
-        write_files(generate(payments), incoming)
+        write_files(generate(payments), incoming, files)
     alerts_dir = work / "alerts"
     topology = build_topology()
     runner = ForeachBatchRunner(topology, state_dir=work / "state",
@@ -190,7 +175,7 @@ def run(spark: Any, work: Path, payments: int) -> bool:
               f"alerts out, {p.seconds:.2f} s{'  (skipped: already committed)' * p.skipped}")
 
     schema = spark.read.parquet(str(incoming)).schema
-    print(f"Streaming {incoming} through the topology ({FILES} micro-batches):")
+    print(f"Streaming {incoming} through the topology, a micro-batch per file:")
     started = time.perf_counter()
     query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
              .parquet(str(incoming))
@@ -242,19 +227,20 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
                         help="where input, checkpoint, state and alerts go (default: a "
                              "temporary directory removed at the end)")
     parser.add_argument("--payments", type=int, default=150_000)
+    parser.add_argument("--files", type=int, default=FILES)
     args = parser.parse_args(argv)
     # each late record dropped is logged as a warning (as Kafka Streams does); the summary
     # counts them instead
     logging.getLogger("topology").setLevel(logging.ERROR)
     print("Starting Spark (local[2]) ...")
-    session = spark or local_spark()
+    session = spark or local_session("payment-alerts")
     try:
         if args.state_dir is not None:
             args.state_dir.mkdir(parents=True, exist_ok=True)
-            same = run(session, args.state_dir, args.payments)
+            same = run(session, args.state_dir, args.payments, args.files)
         else:
             with tempfile.TemporaryDirectory(prefix="payment-alerts-") as work:
-                same = run(session, Path(work), args.payments)
+                same = run(session, Path(work), args.payments, args.files)
     finally:
         if spark is None:
             session.stop()

@@ -4,7 +4,8 @@
 task on Spark's driver, fed each micro-batch through Arrow, committing state and batch id
 together so that replayed batches are skipped. ``Columns`` maps DataFrame columns to the
 parts of a record (Spark's Kafka source schema by default); ``sinks`` holds where output
-records go. pyspark and pyarrow are imported only here (the ``spark`` extra).
+records go; ``local_session`` starts a local SparkSession with settings that suit one
+machine. pyspark and pyarrow are imported only here (the ``spark`` extra).
 """
 
 from . import sinks as sinks
@@ -12,5 +13,7 @@ from .columns import ColumnMappingError as ColumnMappingError
 from .columns import Columns as Columns
 from .foreach_batch import BatchProgress as BatchProgress
 from .foreach_batch import ForeachBatchRunner as ForeachBatchRunner
+from .session import local_session as local_session
 
-__all__ = ("BatchProgress", "ColumnMappingError", "Columns", "ForeachBatchRunner", "sinks")
+__all__ = ("BatchProgress", "ColumnMappingError", "Columns", "ForeachBatchRunner",
+           "local_session", "sinks")
