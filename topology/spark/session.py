@@ -31,6 +31,7 @@ def local_session(app_name: str = "topology", cores: int = 2, **settings: str) -
     with the SQL settings applied.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no warning about the host name
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(f"local[{int(cores)}]").appName(app_name)

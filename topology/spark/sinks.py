@@ -228,7 +228,10 @@ class KafkaFrameSink(_RunnerSink):
     topic, else the bytes of :func:`~topology.serde.fallback_key_bytes` /
     :func:`~topology.serde.fallback_value_bytes`; ``None`` stays null, a tombstone),
     ``topic``, ``timestamp`` and ``headers``. ``fn`` is called for every micro-batch, with an
-    empty DataFrame when the batch wrote nothing to the topic.
+    empty DataFrame when the batch wrote nothing to the topic. Spark's Kafka writer takes
+    ``key``, ``value``, ``topic`` and ``headers`` (with ``includeHeaders``); the record
+    timestamps are there for ``fn``'s own use, as Spark's writer does not set Kafka's from a
+    column.
     """
 
     def __init__(self, fn: Callable[[Any, int], Any], key_serde: Serde[Any] | None = None,
