@@ -40,7 +40,8 @@ class BufferFullStrategy(enum.Enum):
     SHUT_DOWN = "shut_down"
     """Raise :class:`~suppress.errors.BufferFullError`; the record stays buffered."""
     SPILL_TO_DISK = "spill_to_disk"
-    """Move the overflow to an on-disk tier ordered the same way (strict)."""
+    """Keep the limits in memory and move the overflow to an on-disk tier ordered the same
+    way (strict: the output is that of an unbounded buffer)."""
 
 
 def _check_limit(value: object, what: str) -> int:
@@ -132,15 +133,19 @@ class BufferConfig:
         )
 
     def spill_to_disk_when_full(self) -> StrictBufferConfig:
-        """Same limits; when full, spill the overflow to disk (strict).
+        """Same limits, now bounding the memory tier; the overflow goes to disk (strict).
 
-        :raises InvalidSuppressionError: always, in this version: the on-disk tier has not
-            been built yet, and acting like another strategy would change results silently.
+        Nothing is emitted early and nothing fails: entries beyond ``records_limit`` or
+        ``bytes_limit`` move to an on-disk tier ordered the same way, so the output is
+        exactly that of an unbounded buffer while at most the limits stay in memory (see
+        :mod:`suppress.spill`). Kafka Streams designed this strategy and never shipped it.
+
+        >>> cfg = BufferConfig.max_records(10_000).spill_to_disk_when_full()
+        >>> cfg.is_strict, cfg.strategy.name
+        (True, 'SPILL_TO_DISK')
         """
-        raise InvalidSuppressionError(
-            "spill_to_disk_when_full() is not available in this version: the on-disk buffer "
-            "tier is not built yet. Use shut_down_when_full() to fail loudly, or "
-            "emit_early_when_full() with until_time_limit(...) to emit early."
+        return StrictBufferConfig(
+            self.records_limit, self.bytes_limit, BufferFullStrategy.SPILL_TO_DISK
         )
 
 

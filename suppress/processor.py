@@ -12,6 +12,10 @@ Per record, in this order (Kafka's ``KTableSuppressProcessor``):
    window that :func:`~suppress.time.is_window_closed`, for a time limit a key whose limit
    :func:`~suppress.time.is_time_limit_reached`;
 4. if still over a limit: emit early from the head, or raise :class:`BufferFullError`.
+
+With ``spill_to_disk_when_full()`` the buffer is a :class:`~suppress.spill.SpillingBuffer`,
+which is never over a limit (its memory tier moves the overflow to disk), so step 4 never
+applies to it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from .buffer import TimeOrderedBuffer
 from .config import BufferFullStrategy, Suppressed
 from .entry import BufferedEntry, RecordContext
 from .errors import BufferFullError, InvalidSuppressionError
+from .spill import SpillBackend, SpillingBuffer
 from .time import NO_TIMESTAMP, is_time_limit_reached, is_window_closed
 
 __all__ = ("BufferGauges", "SuppressMetrics", "SuppressProcessor", "SuppressionView")
@@ -130,7 +135,8 @@ class SuppressProcessor:
     :param debug_metrics: sample buffer size and count for ``-avg``/``-max`` metrics.
     :param buffer_time_of: for :meth:`process_change`: maps a key to its buffer time (final
         results: the window's exclusive end); ``None`` uses the record timestamp.
-    :raises InvalidSuppressionError: if the config asks for a strategy this version lacks.
+    :param spill: the disk tier's store and codec, for ``spill_to_disk_when_full()``.
+    :raises InvalidSuppressionError: for ``spill_to_disk_when_full()`` without ``spill``.
     """
 
     def __init__(
@@ -143,24 +149,38 @@ class SuppressProcessor:
         value_serializer: Callable[[Any], bytes | None],
         debug_metrics: bool = False,
         buffer_time_of: Callable[[Any], int] | None = None,
+        spill: SpillBackend | None = None,
     ) -> None:
         cfg = suppressed.buffer_config
-        if cfg.strategy is BufferFullStrategy.SPILL_TO_DISK:
-            raise InvalidSuppressionError("spill_to_disk_when_full() is not available yet")
         self.name = name
         self.delay_ms = delay_ms
         self._final = suppressed.final_results
         self._records_limit = cfg.records_limit
         self._bytes_limit = cfg.bytes_limit
-        self._bounded = cfg.is_bounded
         self._emit_early = cfg.strategy is BufferFullStrategy.EMIT
         self.emit = emit
         """The callback records are let through to (replaceable before processing starts)."""
-        self.buffer = TimeOrderedBuffer(
-            key_serializer, value_serializer,
-            track_bytes=cfg.bytes_limit is not None or debug_metrics,
-            few_times=self._final,  # window ends, each shared by many keys
-        )
+        track_bytes = cfg.bytes_limit is not None or debug_metrics
+        self.buffer: TimeOrderedBuffer | SpillingBuffer
+        if cfg.strategy is BufferFullStrategy.SPILL_TO_DISK:
+            if spill is None:
+                raise InvalidSuppressionError(
+                    f"{name}: spill_to_disk_when_full() needs a disk tier, and none was given "
+                    "(a runtime gives one; the engine alone cannot)")
+            self.buffer = SpillingBuffer(key_serializer, value_serializer, cfg.records_limit,
+                                         cfg.bytes_limit, spill, track_bytes=track_bytes)
+            self._bounded = False  # never over a limit: the overflow is on disk
+            self._index: dict[Any, BufferedEntry] = {}  # the fast path below does not run
+            self._fast_update = False
+        else:
+            self.buffer = TimeOrderedBuffer(
+                key_serializer, value_serializer, track_bytes=track_bytes,
+                few_times=self._final,  # window ends, each shared by many keys
+            )
+            self._bounded = cfg.is_bounded
+            self._index = self.buffer._index  # key -> entry (a live reference)
+            self._fast_update = not track_bytes
+            self._add = self.buffer.add
         self.metrics = SuppressMetrics(self.buffer, debug_metrics)
         self._debug = debug_metrics
         self._buffer_time_of = buffer_time_of
@@ -168,8 +188,6 @@ class SuppressProcessor:
             is_window_closed if self._final else is_time_limit_reached)
         """``is_due(buffer_time, D, T)``: this suppression's rule (:mod:`suppress.time`)."""
         self._min_time = self.buffer._min_time  # the buffer's smallest time, bound
-        self._index = self.buffer._index  # key -> entry (a live reference)
-        self._fast_update = not (debug_metrics or self.buffer.tracks_bytes)
         self.stream_time = NO_TIMESTAMP
 
     def process(self, key: Any, new: Any, old: Any, context: RecordContext,
@@ -209,7 +227,7 @@ class SuppressProcessor:
                     self._enforce()
                 return
             time_of = self._buffer_time_of
-            self.buffer.add(ts if time_of is None else time_of(key), key, new, old, context)
+            self._add(ts if time_of is None else time_of(key), key, new, old, context)
             self._enforce()
             return
         time_of = self._buffer_time_of

@@ -17,6 +17,7 @@ from .state.memory import InMemoryKeyValueStore, InMemoryVersionedKeyValueStore
 from .topology import Topology
 
 if TYPE_CHECKING:
+    from .state.rocksdb import Keyspace
     from .stream import KStream
     from .table import KTable
 
@@ -90,7 +91,7 @@ class StreamsBuilder:
         source = self._add_source((topic,), consumed)
         key_serde = materialized.key_serde or consumed.key_serde
         value_serde = materialized.value_serde or consumed.value_serde
-        self.add_kv_store(store, key_serde)
+        self.add_kv_store(store, key_serde, materialized.persistence)
         old = OldValues()
         looked_up = Flag()
         named = materialized.name is not None
@@ -151,7 +152,7 @@ class StreamsBuilder:
         if materialized.is_versioned:
             raise TopologyError("add_state_store(): versioned stores are for tables "
                                 "(StreamsBuilder.table); use Materialized(name=...)")
-        self.add_kv_store(materialized.name, materialized.key_serde)
+        self.add_kv_store(materialized.name, materialized.key_serde, materialized.persistence)
         return materialized.name
 
     # -- build ---------------------------------------------------------------------------------
@@ -259,13 +260,20 @@ class StreamsBuilder:
                       name=sink, kind="sink", topics=(topic,))
         return self._add_source((topic,), Consumed(), internal=True, name=source)
 
-    def add_kv_store(self, name: str, key_serde: Any) -> None:
-        """Register an in-memory key-value store ``name``.
+    def add_kv_store(self, name: str, key_serde: Any, persistence: bool | None = None) -> None:
+        """Register a key-value store ``name`` (in memory or RocksDB, see ``StoreSpec``).
 
         :raises TopologyError: for a name already used.
         """
         ser = serializer_of(key_serde)
-        self.add_store(StoreSpec(name, "key-value", lambda: InMemoryKeyValueStore(name, ser)))
+
+        def persistent(keyspace: Keyspace) -> Any:
+            from .state.rocksdb import RocksDBKeyValueStore
+
+            return RocksDBKeyValueStore(name, ser, keyspace)
+
+        self.add_store(StoreSpec(name, "key-value", lambda: InMemoryKeyValueStore(name, ser),
+                                 persistent, persistence))
 
     def add_store(self, spec: StoreSpec) -> None:
         """Register a store spec.

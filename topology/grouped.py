@@ -36,6 +36,7 @@ from .windows import SessionWindows, SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
+    from .state.rocksdb import Keyspace
 
 __all__ = ("KGroupedStream", "KGroupedTable", "TimeWindowedKStream")
 
@@ -149,13 +150,19 @@ class _Grouping(ABC):
         source, name = self._wire(store, kind.prefix)
         window = kind.window
         if window is None:
-            b.add_kv_store(store, key_serde)
+            b.add_kv_store(store, key_serde, m.persistence)
             info = None
         else:
             key_ser = serializer_of(key_serde)
             retention = window.size_ms + window.grace_ms
+
+            def persistent(keyspace: Keyspace) -> Any:
+                from .state.rocksdb import RocksDBWindowStore
+
+                return RocksDBWindowStore(store, key_ser, window.size_ms, retention, keyspace)
+
             b.add_store(StoreSpec(store, "window", lambda: InMemoryWindowStore(
-                store, key_ser, window.size_ms, retention)))
+                store, key_ser, window.size_ms, retention), persistent, m.persistence))
             info = WindowInfo(window.grace_ms, _window_end)
         old = OldValues()
         node = b.add_node(kind.prefix, kind.processor(store, old), [source], name=name,

@@ -8,7 +8,6 @@ from typing import Any
 
 from suppress.time import to_millis
 
-from .errors import TopologyError
 from .serde import Serde
 
 __all__ = ("Consumed", "Grouped", "Materialized", "Produced", "checked_materialized")
@@ -136,18 +135,13 @@ class Materialized:
 
 
 def checked_materialized(materialized: Materialized | None) -> Materialized:
-    """``materialized`` (or the default), refusing a backend this version cannot give.
+    """``materialized``, or the default ``Materialized()`` for ``None``.
 
     :raises TypeError: for anything but a ``Materialized``.
-    :raises TopologyError: for ``persistence=True`` (RocksDB stores in the DSL).
     """
     if materialized is None:
         return Materialized()
     if not isinstance(materialized, Materialized):
         raise TypeError(f"materialized must be a Materialized, got "
                         f"{type(materialized).__name__}")
-    if materialized.persistence:
-        raise TopologyError(
-            f"store {materialized.name!r}: persistent (RocksDB) stores are not available in "
-            "the DSL yet; use an in-memory store (persistent=None or False)")
     return materialized

@@ -361,7 +361,7 @@ class KTable:
         merge_name = b.next_name("KTABLE-MERGE")
         store = m.name
         if store is not None:
-            b.add_kv_store(store, m.key_serde or self._key_serde)
+            b.add_kv_store(store, m.key_serde or self._key_serde, m.persistence)
         old = OldValues(self._old_values, other._old_values)
 
         def reversed_joiner(other_value: Any, this_value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The registry of versioned store backends every state test runs against.
+"""The registry of versioned store backends every state test runs against, and StateDB helpers.
 
 A backend joins the data-driven conformance scenarios, the contract checker and the
 property tests by adding one entry: a factory taking the store's keyword options
@@ -8,11 +8,15 @@ returning a new, empty store for ``str`` keys serialized as UTF-8 and ``str`` va
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from topology.state.api import VersionedKeyValueStore
 from topology.state.memory import InMemoryVersionedKeyValueStore
+from topology.state.rocksdb import Keyspace, StateDB
 
 
 def _memory(**options: Any) -> VersionedKeyValueStore:
@@ -29,3 +33,29 @@ def check_internals(store: Any) -> None:
     check = getattr(store, "_check", None)
     if check is not None:
         check()
+
+
+class StateDirs:
+    """StateDBs opened in temporary directories, each closed and removed by :meth:`close`.
+
+    RocksDB locks its directory while open, so every database a test opens must be closed:
+    open them through :meth:`keyspace` and call :meth:`close` when the test (or the
+    hypothesis example) ends.
+    """
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+
+    def keyspace(self, name: str) -> Keyspace:
+        """A keyspace of a fresh StateDB in a fresh temporary directory."""
+        directory = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="stores-"))
+        db = self._stack.enter_context(StateDB.open(Path(directory) / "state"))
+        return db.keyspace(name)
+
+    def close(self) -> None:
+        """Close every database opened so far and remove its directory."""
+        self._stack.close()
+
+
+STATE_DIRS = StateDirs()
+"""The databases behind the persistent entries of the store registries."""

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import Window, Windowed
-from topology.state.codec import StateCodecError, decode, encode
+from topology.state.codec import StateCodecError, _write, decode, encode
 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
@@ -31,6 +31,15 @@ VALUES = st.recursive(
 def test_round_trip(value: object) -> None:
     back = decode(encode(value))
     assert back == value and type(back) is type(value)
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.integers(), st.text(alphabet=st.characters(blacklist_categories=["Cs"]))))
+def test_fast_paths_write_the_general_layout(value: object) -> None:
+    general: list[bytes] = []
+    _write(value, general.append)
+    assert encode(value) == b"".join(general)
+    assert decode(bytearray(encode(value))) == decode(memoryview(encode(value))) == value
 
 
 def test_special_floats_and_big_ints() -> None:

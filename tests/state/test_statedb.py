@@ -188,6 +188,19 @@ def test_iterator_is_a_snapshot_of_the_call(db):
     assert list(iterator) == [(b"a", b"1"), (b"b", b"2")]
 
 
+def test_upper_bound_holds_while_the_iterator_lives(db):
+    # RocksDB reads the upper bound from the ReadOptions at every step; rocksdict's iterator
+    # does not keep them alive, so the keyspace must (freed, their memory gets reused).
+    ks = db.keyspace("kv")
+    for key in (b"AA", b"AAA", b"AAB"):
+        ks.put(key, b"v")
+    db.commit()
+    iterators = [ks.items(None, b"AAA" + bytes(1)) for _ in range(20)]
+    other = [ks.items(None, bytes(4)) for _ in range(200)]  # reuse freed memory, if any
+    assert [[k for k, _ in it] for it in iterators] == [[b"AA", b"AAA"]] * 20
+    del other
+
+
 def test_close_makes_everything_raise_and_releases_rocksdb(tmp_path):
     path = tmp_path / "state"
     db = StateDB.open(path)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -11,16 +11,30 @@ from hypothesis import strategies as st
 
 from topology.serde import Serdes, serializer_of
 from topology.state.memory import InMemoryKeyValueStore, InMemoryWindowStore
+from topology.state.rocksdb import RocksDBKeyValueStore, RocksDBWindowStore
 from topology.testing.contracts import check_key_value_store, check_window_store
+
+from .backends import STATE_DIRS
 
 _STR = serializer_of(Serdes.string())
 
 KEY_VALUE_BACKENDS: dict[str, Callable[[], Any]] = {
     "memory": lambda: InMemoryKeyValueStore("kv", _STR),
+    "rocksdb": lambda: RocksDBKeyValueStore("kv", _STR, STATE_DIRS.keyspace("kv")),
 }
 WINDOW_BACKENDS: dict[str, Callable[[int, int], Any]] = {
     "memory": lambda size, retention: InMemoryWindowStore("w", _STR, size, retention),
+    "rocksdb": lambda size, retention: RocksDBWindowStore(
+        "w", _STR, size, retention, STATE_DIRS.keyspace("w")),
 }
+"""Persistent entries open a StateDB each (a fresh temporary directory), closed after each
+test or hypothesis example by :data:`STATE_DIRS`."""
+
+
+@pytest.fixture(autouse=True)
+def _close_state_dirs() -> Iterator[None]:
+    yield
+    STATE_DIRS.close()
 
 
 @pytest.mark.parametrize("backend", sorted(KEY_VALUE_BACKENDS))
@@ -42,7 +56,13 @@ BOUNDS = st.one_of(st.none(), st.text(alphabet="aAbé\x00", max_size=3))
 @settings(max_examples=200, deadline=None)
 @given(ops=OPS, lo=BOUNDS, hi=BOUNDS, backend=st.sampled_from(sorted(KEY_VALUE_BACKENDS)))
 def test_key_value_store_matches_a_dict(ops: list, lo: Any, hi: Any, backend: str) -> None:
-    store = KEY_VALUE_BACKENDS[backend]()
+    try:
+        _matches_a_dict(KEY_VALUE_BACKENDS[backend](), ops, lo, hi)
+    finally:
+        STATE_DIRS.close()
+
+
+def _matches_a_dict(store: Any, ops: list, lo: Any, hi: Any) -> None:
     model: dict[str, int] = {}
     for op, key, value in ops:
         if op == "put":

@@ -153,8 +153,6 @@ def test_definition_time_errors() -> None:
         table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
     with pytest.raises(InvalidSuppressionError, match="strict"):
         Suppressed.until_window_closes(BufferConfig.max_records(3).emit_early_when_full())
-    with pytest.raises(InvalidSuppressionError, match="not available"):
-        BufferConfig.max_records(3).spill_to_disk_when_full()
     with pytest.raises(TopologyError, match="session"):
         b.stream("s").group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5))
     with pytest.raises(TopologyError, match="already been registered"):

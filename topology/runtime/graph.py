@@ -10,23 +10,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .processor import InternalProcessor
+
+if TYPE_CHECKING:
+    from ..state.rocksdb import Keyspace
 
 __all__ = ("GraphNode", "StoreSpec")
 
 
 @dataclass(frozen=True)
 class StoreSpec:
-    """A state store to create per task: its name, kind and a factory of fresh instances.
+    """A state store to create per task: its name, kind and factories of fresh instances.
 
     ``kind`` is ``"key-value"``, ``"window"``, ``"session"`` or ``"versioned"``.
+    ``factory()`` makes the in-memory store; ``persistent_factory(keyspace)`` the RocksDB one
+    on a keyspace of the task's state database. ``persistence`` is the user's choice:
+    ``None`` follows the runtime, ``True``/``False`` force RocksDB/memory.
     """
 
     name: str
     kind: str
     factory: Callable[[], Any]
+    persistent_factory: Callable[[Keyspace], Any] | None = None
+    persistence: bool | None = None
 
 
 @dataclass(eq=False)

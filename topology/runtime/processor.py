@@ -28,6 +28,7 @@ from suppress.entry import RecordContext
 from ..record import Change
 
 if TYPE_CHECKING:
+    from ..state.rocksdb import Keyspace
     from .task import Task
 
 __all__ = ("Entry", "Forward", "ForwardChange", "InternalProcessor", "fan_out")
@@ -123,6 +124,18 @@ class InternalProcessor:
     def process_stale(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Handle an out-of-order versioned update; the default: as an ordinary update."""
         self.process_change(key, new, old, ctx)
+
+    def checkpoint(self, keyspace: Callable[[str], Keyspace]) -> Any:
+        """What this node keeps outside its stores that a restart must get back.
+
+        Called at every commit of a task with a state directory. Returns state-codec types
+        (``None``: nothing); may also write to keyspaces of its own, ``keyspace(name)`` with
+        a name derived from the node's, committed in the same atomic step.
+        """
+        return None
+
+    def restore(self, state: Any, keyspace: Callable[[str], Keyspace]) -> None:
+        """Take back what :meth:`checkpoint` returned at the last commit (after :meth:`init`)."""
 
     def close(self) -> None:
         """Release resources when the task closes."""

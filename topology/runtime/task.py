@@ -16,9 +16,12 @@ processed are discarded, and every later call that would process input or advanc
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from suppress.entry import Headers, RecordContext
 from suppress.processor import SuppressionView, SuppressMetrics, SuppressProcessor
@@ -30,6 +33,10 @@ from .api import PunctuationType
 from .clock import Clock
 from .metrics import TaskMetrics
 from .processor import Entry, Forward, InternalProcessor
+from .state_dir import TaskStateDir
+
+if TYPE_CHECKING:
+    from ..state.rocksdb import Keyspace
 
 __all__ = ("DEFAULT_MAX_FEEDBACK_RECORDS", "Task", "TaskFailure")
 
@@ -97,14 +104,21 @@ class Task:
         :mod:`topology.runtime.processors.fused`).
     :param max_feedback_records: the most records one input record may feed back through
         topics the topology reads.
+    :param state_dir: where on-disk state (spilled suppression buffers) lives:
+        ``<state_dir>/<application_id>/0_0``; ``None``: a private temporary directory removed
+        by :meth:`close` (see :class:`~topology.runtime.state_dir.TaskStateDir`).
     """
 
     def __init__(self, topology: Topology, clock: Clock, output: Output,
                  application_id: str, *, debug_metrics: bool = False, fuse: bool = True,
-                 max_feedback_records: int = DEFAULT_MAX_FEEDBACK_RECORDS) -> None:
+                 max_feedback_records: int = DEFAULT_MAX_FEEDBACK_RECORDS,
+                 state_dir: str | os.PathLike[str] | None = None) -> None:
         if type(max_feedback_records) is not int or max_feedback_records < 1:
             raise ValueError(f"max_feedback_records must be a positive int, "
                              f"got {max_feedback_records!r}")
+        self.state = TaskStateDir(state_dir, application_id)
+        """The task's on-disk state, opened on first use; committed after each call that
+        processes input or advances time."""
         self.topology = topology
         self.application_id = application_id
         self.debug_metrics = debug_metrics
@@ -166,7 +180,7 @@ class Task:
                 continue
             parent = self.processors[node.name]
             child = self.processors[node.children[0].name]
-            if child.name in self._looked_up:
+            if child.name in self._looked_up or not getattr(parent, "has_buckets", True):
                 continue
             if can_fuse(parent, child):
                 fused = FusedFinalResults(parent, child, self.debug_metrics)  # type: ignore[arg-type]
@@ -224,6 +238,7 @@ class Task:
             raise
         if self._queue:
             self._drain()
+        self.state.commit()
 
     def _process_one(self, topic: str, key: Any, value: Any, timestamp: int,
                      headers: Headers) -> None:
@@ -346,6 +361,7 @@ class Task:
             metrics.lateness_sum += late_sum
             if late_max > metrics.lateness_max:
                 metrics.lateness_max = late_max
+        self.state.commit()
 
     def _drain(self) -> None:
         """Process records written to topics this topology reads, in the order written.
@@ -518,6 +534,7 @@ class Task:
             self._fail(exc, None, None, None, None, None)
             raise
         self._drain()
+        self.state.commit()
 
     # -- stores --------------------------------------------------------------------------------
 
@@ -538,14 +555,58 @@ class Task:
     def close(self) -> None:
         """Close every processor, then every store (buffered suppress records are not emitted).
 
-        A store read after this raises :class:`~topology.errors.StoreError`, as in Kafka.
+        Then the state directory (a temporary one is removed). A store read after this
+        raises :class:`~topology.errors.StoreError`, as in Kafka.
         """
-        for proc in self.processors.values():
-            proc.close()
-        for store in self.stores.values():
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
+        try:
+            for proc in self.processors.values():
+                proc.close()
+            for store in self.stores.values():
+                close = getattr(store, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            self.state.close()
+
+    # -- spilled suppression buffers -----------------------------------------------------------
+
+    def spill_keyspace(self, store_name: str) -> Keyspace:
+        """The empty keyspace of suppression buffer ``store_name``'s disk tier.
+
+        Opens the task's state directory on first use. Whatever an earlier run left in that
+        keyspace is deleted: buffers are not restored.
+
+        :raises StateDirectoryError: the state directory cannot be used (see
+            :class:`~topology.runtime.state_dir.TaskStateDir`).
+        """
+        keyspace = self.state.keyspace(spill_keyspace_name(store_name))
+        last = next(keyspace.items(reverse=True), None)
+        if last is not None:
+            keyspace.delete_range(b"", last[0] + b"\x00")
+        return keyspace
+
+    def commit_state(self) -> None:
+        """Commit the on-disk state's pending writes (a spilling buffer calls it as it goes)."""
+        self.state.commit()
+
+
+_KEYSPACE_NAME = re.compile(r"[A-Za-z0-9._-]{1,240}")
+
+
+def spill_keyspace_name(store_name: str) -> str:
+    """The keyspace of a suppression buffer's disk tier: ``spill.<store name>``.
+
+    A store name that is not a keyspace name (``[A-Za-z0-9._-]``, at most 240 characters
+    here) is replaced by its SHA-256, under another prefix, so no two stores share one.
+
+    >>> spill_keyspace_name("KTABLE-SUPPRESS-STATE-STORE-0000000003")
+    'spill.KTABLE-SUPPRESS-STATE-STORE-0000000003'
+    >>> spill_keyspace_name("my store")[:16]
+    'spill-sha256.cc5'
+    """
+    if _KEYSPACE_NAME.fullmatch(store_name):
+        return f"spill.{store_name}"
+    return "spill-sha256." + hashlib.sha256(store_name.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _failing_node(exc: BaseException) -> str | None:

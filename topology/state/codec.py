@@ -63,6 +63,12 @@ def encode(value: Any) -> bytes:
     :raises StateCodecError: for a type the codec does not write, naming the type and asking
         for a serde.
     """
+    kind = type(value)
+    if kind is int and -(2**63) <= value < 2**63:  # fast paths, the same bytes as _write's
+        return _INT + _LONG.pack(value)
+    if kind is str and value.isascii():
+        raw = value.encode("ascii")
+        return _STR + _length(len(raw), "str") + raw
     out: list[bytes] = []
     _write(value, out.append)
     return b"".join(out)
@@ -73,9 +79,11 @@ def decode(data: bytes) -> Any:
 
     :raises StateCodecError: for bytes that are not one whole encoded value.
     """
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise StateCodecError(f"the state codec reads bytes, got {type(data).__name__}")
-    view = bytes(data)
+    view = data
+    if type(view) is not bytes:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise StateCodecError(f"the state codec reads bytes, got {type(data).__name__}")
+        view = bytes(data)
     try:
         value, end = _read(view, 0)
     except (IndexError, struct.error, UnicodeDecodeError, RecursionError, TypeError) as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 from collections import deque
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -56,8 +57,13 @@ class TopologyTestDriver:
           topics the topology reads, sinks writing to its own sources (default 10,000); past
           it the record fails with :class:`~topology.errors.FeedbackLoopError` naming the
           cycle.
+    :param state_dir: where on-disk state lives (the disk tiers of
+        ``spill_to_disk_when_full()`` suppressions): ``<state_dir>/<application_id>/0_0``,
+        created owner-only (0o700) when missing. ``None`` (the default): a private temporary
+        directory, removed by :meth:`close`. Nothing is created until something spills.
     :param initial_wall_clock_ms: start of the mock wall clock (default: now).
-    :raises ValueError: for an unknown config key or an invalid value.
+    :raises ValueError: for an unknown config key or an invalid value, or, with a
+        ``state_dir``, an ``application_id`` that cannot name a directory.
 
     **Failure.** An exception while a record is processed (user code, a serde, a full
     ``shut_down_when_full()`` buffer, an invalid timestamp) propagates from the call that
@@ -70,7 +76,8 @@ class TopologyTestDriver:
     """
 
     def __init__(self, topology: Topology, config: Mapping[str, Any] | None = None,
-                 initial_wall_clock_ms: int | None = None, state_dir: Any = None) -> None:
+                 state_dir: str | os.PathLike[str] | None = None,
+                 initial_wall_clock_ms: int | None = None) -> None:
         if not isinstance(topology, Topology):
             raise TypeError(f"TopologyTestDriver needs a Topology (StreamsBuilder.build()), "
                             f"got {type(topology).__name__}")
@@ -92,7 +99,8 @@ class TopologyTestDriver:
         self._task = Task(topology, self._clock, self._capture, self.application_id,
                           debug_metrics=level == "DEBUG", fuse=fuse,
                           max_feedback_records=config.get("max_feedback_records",
-                                                          DEFAULT_MAX_FEEDBACK_RECORDS))
+                                                          DEFAULT_MAX_FEEDBACK_RECORDS),
+                          state_dir=state_dir)
         self._consumed: dict[str, tuple[Serde[Any] | None, Serde[Any] | None]] = {}
         for node in topology.nodes:
             if node.kind == "source" and node.consumed is not None:
@@ -100,7 +108,6 @@ class TopologyTestDriver:
                     self._consumed[self._task.resolve_topic(topic)] = (
                         node.consumed.key_serde, node.consumed.value_serde)
         self._closed = False
-        self.state_dir = state_dir  # stand-in for durable state: see commit() below
 
     # -- topics --------------------------------------------------------------------------------
 
@@ -274,7 +281,10 @@ class TopologyTestDriver:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the task. Buffered suppressed records are not emitted (as Kafka)."""
+        """Close the task. Buffered suppressed records are not emitted (as Kafka).
+
+        A temporary state directory is removed; one under ``state_dir`` is kept.
+        """
         if not self._closed:
             self._closed = True
             self._task.close()
@@ -287,10 +297,10 @@ class TopologyTestDriver:
         self.close()
 
     # -- commit: MINIMAL IN-PROCESS STAND-IN (spark branch) ------------------------------------
-    # The durable-state work replaces this block (and the state_dir line in __init__) with
-    # commits of stores, buffers, offsets, outputs and meta under state_dir. Here only the
-    # meta is kept, in memory: nothing survives the process. topology.spark relies on exactly
-    # these two methods and on __init__ accepting state_dir.
+    # The durable-state work replaces this block with commits of stores, buffers, offsets,
+    # outputs and meta under state_dir. Here only the meta is kept, in memory: nothing
+    # survives the process. topology.spark relies on exactly these two methods (and on
+    # __init__'s state_dir keyword).
 
     def commit(self, meta: Mapping[str, bytes]) -> None:
         """Commit the task's state together with ``meta`` (stand-in: keeps ``meta`` only)."""

@@ -157,7 +157,21 @@ class WindowedAggregateProcessor(InternalProcessor):
         """Bind the store."""
         self._task = task
         self._store = task.stores[self._store_name]
+        self._bucket_of = getattr(self._store, "bucket", None)
         self._old = self._send_old()
+
+    def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
+        """The aggregation's stream time (its windows live in the store)."""
+        return self.stream_time
+
+    def restore(self, state: Any, keyspace: Callable[[str], Any]) -> None:
+        """Take back the stream time of the last commit."""
+        self.stream_time = int(state)
+
+    @property
+    def has_buckets(self) -> bool:
+        """Whether the window store is the in-memory one, whose buckets the fused step uses."""
+        return self._bucket_of is not None
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Update every open window of the record; drop it for the closed ones.
@@ -196,8 +210,13 @@ class WindowedAggregateProcessor(InternalProcessor):
         ``fresh``: ``(old, new)`` already computed for a key new to the window.
         """
         store = self._store
-        bucket = store.bucket(start)
-        item = None if bucket is None else bucket.get(key)
+        bucket_of = self._bucket_of
+        if bucket_of is not None:  # the in-memory store: one dict per window start
+            bucket = bucket_of(start)
+            item = None if bucket is None else bucket.get(key)
+        else:
+            bucket = None
+            item = store.get_with_timestamp(key, start)
         if fresh is not None:
             out_ts = ts
             old, new = fresh

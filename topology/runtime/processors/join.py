@@ -76,6 +76,23 @@ class StreamTableJoinProcessor(InternalProcessor):
         """:meth:`process`, or without a grace period the join itself."""
         return self.process if self._grace is not None else self._join_now
 
+    def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
+        """The grace buffer: its time, arrival count and held records (``None`` without grace)."""
+        if self._grace is None:
+            return None
+        held = [(ts, kb, seq, key, value, tuple(ctx))
+                for ts, kb, seq, key, value, ctx in self._buffer]
+        return (self._buffer_time, self._arrivals, held)
+
+    def restore(self, state: Any, keyspace: Callable[[str], Any]) -> None:
+        """Take back the grace buffer of the last commit."""
+        if state is None:
+            return
+        self._buffer_time, self._arrivals, held = state
+        self._buffer = [(ts, kb, seq, key, value, RecordContext(*ctx))
+                        for ts, kb, seq, key, value, ctx in held]
+        heapq.heapify(self._buffer)
+
     def _drop(self, key: Any, ctx: RecordContext) -> None:
         if key is None:
             log_null_key(self._task, ctx)

@@ -1,21 +1,32 @@
-"""The suppress node: adapts the runtime to :class:`suppress.processor.SuppressProcessor`."""
+"""The suppress node: adapts the runtime to :class:`suppress.processor.SuppressProcessor`.
+
+For ``spill_to_disk_when_full()`` it also gives the engine its disk tier
+(:class:`~suppress.spill.SpillBackend`): a keyspace of the task's state database, opened at
+the first spill, the task's commit, and the state codec (:mod:`topology.state.codec`), which
+reads back the objects it wrote and runs no code of the data's choosing.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from suppress.buffer import serialized_key
-from suppress.config import Suppressed
+from suppress.config import BufferFullStrategy, Suppressed
 from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
+from suppress.spill import OrderedByteStore, SpillBackend
 
+from ...state.codec import StateCodecError, decode, encode
 from ..processor import Entry, ForwardChange, InternalProcessor
 
 if TYPE_CHECKING:
     from ..task import Task
 
 __all__ = ("SuppressNodeProcessor",)
+
+_TYPE_IN_MESSAGE = re.compile(r"a value of type (\S+)")
 
 
 class SuppressNodeProcessor(InternalProcessor):
@@ -43,12 +54,37 @@ class SuppressNodeProcessor(InternalProcessor):
 
     def init(self, task: Task) -> None:
         """Create the engine and register it as this node's suppression."""
+        spill = None
+        if self.suppressed.buffer_config.strategy is BufferFullStrategy.SPILL_TO_DISK:
+            spill = self._spill_backend(task)
         self.engine = SuppressProcessor(
             self.name, self.suppressed, self.delay_ms, self._emit,
             self.key_serializer, self.value_serializer,  # type: ignore[arg-type]
-            debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time)
+            debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time, spill=spill)
         task.register_suppression(self.name, self.engine, self.engine.metrics,
                                   self.store_name)
+
+    def _spill_backend(self, task: Task) -> SpillBackend:
+        """The disk tier: a keyspace of the task's state, its commit, and the state codec."""
+        store_name = self.store_name or self.name
+        name = self.name
+
+        def open_store() -> OrderedByteStore:
+            return task.spill_keyspace(store_name)
+
+        def encode_spilled(value: Any) -> bytes:
+            try:
+                return encode(value)
+            except StateCodecError as exc:
+                found = _TYPE_IN_MESSAGE.search(str(exc))
+                raise StateCodecError(
+                    f"suppression {name} cannot move a buffered entry to disk: "
+                    f"spill_to_disk_when_full() keeps keys and values made of None, bool, int, "
+                    f"float, str, bytes, tuples, lists, dicts and windowed keys, and this entry "
+                    f"holds {'something else' if found is None else 'a ' + found[1]}"
+                ) from exc
+
+        return SpillBackend(open_store, task.commit_state, encode_spilled, decode)
 
     def change_entry(self) -> ForwardChange:
         """The engine's own ``process_change``."""

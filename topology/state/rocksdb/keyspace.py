@@ -34,12 +34,17 @@ class _Cursor:
     ``StateDB.close`` replaces ``next`` with a function that raises: the RocksDB iterator is
     released (RocksDB keeps its lock while any iterator lives), and a merged iterator still in
     a caller's hands raises a clear error instead of stopping early.
+
+    It also holds the iterator's ``ReadOptions``: rocksdict's iterator does not keep them
+    alive, and RocksDB reads the upper bound from their memory at every step, so once they
+    were freed the iterator would stop at whatever bytes took their place.
     """
 
-    __slots__ = ("__weakref__", "next")
+    __slots__ = ("__weakref__", "next", "options")
 
-    def __init__(self, next_item: Callable[[], Any]) -> None:
+    def __init__(self, next_item: Callable[[], Any], options: ReadOptions) -> None:
         self.next = next_item
+        self.options = options
 
 
 class Keyspace:
@@ -271,7 +276,7 @@ class Keyspace:
                 source = self._items(from_key=lo, read_opt=read_options)
         except Exception as exc:
             raise self._read_error("items", exc, ()) from exc
-        cursor = _Cursor(source.__next__)
+        cursor = _Cursor(source.__next__, read_options)
         self._cursors.add(cursor)
         pending: list[tuple[bytes, bytes | None]] = []
         if self._dirty:

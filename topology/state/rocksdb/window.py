@@ -1,0 +1,338 @@
+"""Persistent window store on a StateDB keyspace: the in-memory store's behaviour, on disk.
+
+Layout, one keyspace per store:
+
+* a window: key = window start (ms, :func:`~topology.state.rocksdb.encode_int64`: 8 bytes
+  that sort numerically, negative starts first) + the serialized key; value = the entry of
+  :func:`~topology.state.rocksdb.key_value.pack_entry` (timestamp, value, original key). The
+  keyspace's byte order is then the store's iteration order: window start, then key bytes;
+* the observed stream time (the largest window start ever written, ms): key ``b""``, which
+  sorts before every window, value ``encode_int64(observed)``.
+
+Retention: a window with ``start <= observed - retention_ms`` is expired. Reads skip expired
+windows and writes to them are ignored, as in memory; physically, windows are dropped a
+segment at a time (starts in ``[i * interval, (i + 1) * interval)``, the interval from
+:func:`~topology.state.segments.window_segment_interval`): when the oldest live segment
+moves on, one ``delete_range`` removes everything before it. No key exists below the start
+of the oldest live segment.
+
+The store keeps nothing of the data in Python, and never commits, rolls back or closes the
+:class:`~topology.state.rocksdb.StateDB`. After a ``rollback()`` of the database, construct
+the store again: it reads its stream time back from the keyspace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ...errors import StoreClosedError
+from ...windows import Window, Windowed
+from ..segments import window_segment_interval
+from ..versioned import segment_id
+from .codec import decode_int64, encode_int64
+from .key_value import pack_entry, unpack_entry, unpack_value, unpack_value_only
+from .keyspace import Keyspace
+
+__all__ = ("RocksDBWindowStore",)
+
+OBSERVED_KEY = b""
+"""The key of the observed stream time: shorter than, so before, every window's key."""
+_MIN_START = -(2**63)
+_MAX_START = 2**63 - 1
+
+
+class RocksDBWindowStore:
+    """Window store of ``(key, window start) -> (value, timestamp)`` in a keyspace.
+
+    Behaves as :class:`~topology.state.memory.InMemoryWindowStore`: iteration is by window
+    start, then serialized key bytes (unsigned), backward iteration exactly the reverse;
+    windows that start at or before ``observed - retention_ms`` are gone and writes to them
+    ignored; once :meth:`close` ran every operation raises
+    :class:`~topology.errors.StoreClosedError`. Keys are equal when their serialized bytes
+    are. Keys and values are written with the state codec (:mod:`topology.state.codec`).
+    Window starts are ms in ``[-2**63, 2**63)``.
+
+    The data lives in ``keyspace`` only: constructing the store again on the same keyspace
+    (after a commit and a restart, say) gives the same contents and the same stream time.
+
+    Methods: looking up (:meth:`fetch`, :meth:`backward_fetch`, :meth:`fetch_all`,
+    :meth:`backward_fetch_all`, :meth:`all`, :meth:`backward_all`,
+    :meth:`get_with_timestamp`), writing (:meth:`put`, :meth:`put_with_timestamp`),
+    miscellany (:meth:`close`, :attr:`written`, :attr:`observed_stream_time`).
+
+    Runtime complexity: a point fetch or a put is one keyspace lookup or write (a put that
+    moves the oldest live segment adds one ``delete_range``); ``fetch_all``/``all`` are one
+    ordered iteration, O(log n + k) for k results; ``fetch(key, from, to)`` seeks once or
+    twice per distinct window start in the range.
+
+    >>> import tempfile
+    >>> from topology.state.rocksdb import StateDB
+    >>> with tempfile.TemporaryDirectory() as tmp, StateDB.open(tmp + "/s") as db:
+    ...     w = RocksDBWindowStore("w", str.encode, 10, 1_000, db.keyspace("w"))
+    ...     w.put("b", 1, 0); w.put("a", 2, 0); w.put("a", 3, 10)
+    ...     db.commit()
+    ...     list(w.fetch("a", 0, 10)), [(str(k), v) for k, v in w.all()]
+    ([(0, 2), (10, 3)], [('[a@0/10]', 2), ('[b@0/10]', 1), ('[a@10/20]', 3)])
+
+    :param window_size_ms: used to rebuild ``Window(start, start + size)`` for results.
+    :param retention_ms: how long (ms) behind the observed stream time windows are kept.
+    :param keyspace: where the data lives; the store owns it (no other writer).
+    :raises TypeError: ``window_size_ms`` or ``retention_ms`` is not an ``int``.
+    :raises ValueError: ``window_size_ms < 1`` or ``retention_ms < 0``.
+    :raises StateStoreError: the keyspace's database is closed or failed.
+    """
+
+    persistent = True
+    is_open = True
+    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
+
+    def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
+                 window_size_ms: int, retention_ms: int, keyspace: Keyspace) -> None:
+        for what, value, least in (("window_size_ms", window_size_ms, 1),
+                                   ("retention_ms", retention_ms, 0)):
+            if type(value) is not int:
+                raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
+            if value < least:
+                raise ValueError(f"{what} is at least {least} ms, got {value}")
+        self.name = name
+        self._key_bytes = key_serializer
+        self.window_size_ms = window_size_ms
+        self.retention_ms = retention_ms
+        self.segment_interval_ms = window_segment_interval(retention_ms)
+        """Width (ms) of the segments that expire whole."""
+        self._keyspace = keyspace
+        self._get: Callable[[bytes], bytes | None] = keyspace.get
+        self._put: Callable[[bytes, bytes], None] = keyspace.put
+        self._delete: Callable[[bytes], None] = keyspace.delete
+        raw = keyspace.get(OBSERVED_KEY)
+        self._observed = -1 if raw is None else decode_int64(raw)
+        self._live_from = self._segment_start(self._observed)
+        self._written = next(keyspace.items(encode_int64(_MIN_START)), None) is not None
+
+    @property
+    def observed_stream_time(self) -> int:
+        """The largest window start written so far (ms); ``-1`` before the first write."""
+        return self._observed
+
+    @property
+    def written(self) -> bool:
+        """Whether anything was put or deleted (a write to an expired window is not a write).
+
+        Kafka logs every write of a store to its changelog, so this says whether the
+        changelog topic exists. A store constructed on a keyspace that holds windows counts
+        as written.
+        """
+        return self._written
+
+    def _segment_start(self, observed: int) -> int:
+        """The first start (ms) of the oldest segment live at stream time ``observed``."""
+        first_live = observed - self.retention_ms + 1
+        interval = self.segment_interval_ms
+        return max(segment_id(first_live, interval) * interval, _MIN_START)
+
+    # -- hot path ------------------------------------------------------------------------------
+
+    def get_with_timestamp(self, key: Any, start: int) -> tuple[Any, int] | None:
+        """``(value, timestamp)`` of ``key`` in the window starting at ``start``, or ``None``.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        if start <= self._observed - self.retention_ms:
+            return None
+        raw = self._get(encode_int64(start) + (self._key_bytes(key) or b""))
+        if raw is None:
+            return None
+        return unpack_value(raw)
+
+    def put_with_timestamp(self, key: Any, value: Any, start: int, timestamp: int) -> None:
+        """Store ``value`` for ``key`` in window ``start`` (ms) at ``timestamp``; ``None`` deletes.
+
+        A start beyond the observed stream time moves it (expiring older windows); a write
+        to an expired window is ignored.
+
+        :raises StoreClosedError: the store is closed.
+        :raises StateCodecError: the key or the value cannot be written by the state codec.
+        :raises ValueError: ``start`` is outside ``[-2**63, 2**63)``.
+        """
+        if start > self._observed:
+            self._advance(start)
+        if start <= self._observed - self.retention_ms:
+            return
+        window_key = encode_int64(start) + (self._key_bytes(key) or b"")
+        if value is None:
+            self._delete(window_key)
+        else:
+            self._put(window_key, pack_entry(value, key, timestamp))
+        self._written = True
+
+    def _advance(self, observed: int) -> None:
+        """Move the stream time to ``observed`` and drop the segments it expires."""
+        self._put(OBSERVED_KEY, encode_int64(observed))
+        self._observed = observed
+        live_from = self._segment_start(observed)
+        if live_from > self._live_from:
+            self._keyspace.delete_range(encode_int64(self._live_from), encode_int64(live_from))
+            self._live_from = live_from
+
+    # -- public window-store API ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store (idempotent); its data stays in the keyspace, operations raise.
+
+        The keyspace's database is neither committed nor closed.
+        """
+        self.is_open = False
+        message = f"state store {self.name!r} is closed"
+
+        def closed(*_args: object) -> Any:
+            raise StoreClosedError(message)
+
+        self._get = self._put = self._delete = closed
+
+    def _check_open(self) -> None:
+        if not self.is_open:
+            raise StoreClosedError(f"state store {self.name!r} is closed")
+
+    def put(self, key: Any, value: Any, window_start: int) -> None:
+        """Store ``value`` for ``key`` in the window starting at ``window_start`` (ms).
+
+        The record timestamp is ``window_start``; ``None`` deletes the window.
+
+        :raises StoreClosedError: the store is closed.
+        :raises StateCodecError: the key or the value cannot be written by the state codec.
+        """
+        self._check_open()
+        self.put_with_timestamp(key, value, window_start, window_start)
+
+    def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
+        """With one time: the value in the window starting there (or ``None``).
+
+        With two: an iterator of ``(window start, value)`` for starts in
+        ``[time_from, time_to]`` (ms), ascending, as of the call.
+
+        Runtime complexity: one lookup; with two times, one or two seeks per distinct window
+        start in the range (each merging the keyspace's pending writes in the range).
+
+        :raises StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        if time_to is None:
+            if time_from <= self._observed - self.retention_ms:
+                return None
+            raw = self._get(encode_int64(time_from) + (self._key_bytes(key) or b""))
+            return None if raw is None else unpack_value_only(raw)
+        return iter(self._fetch_key(key, time_from, time_to))
+
+    def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[tuple[int, Any]]:
+        """:meth:`fetch` with two times, in descending start order.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return reversed(self._fetch_key(key, time_from, time_to))
+
+    def _fetch_key(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
+        """``(start, value)`` of ``key`` for live starts in ``[time_from, time_to]``.
+
+        Skips from window start to window start: each seek finds the first entry at or after
+        ``(start, key)``; it is the key's entry, or it names the next start worth a look.
+        """
+        self._check_open()
+        key_bytes = self._key_bytes(key) or b""
+        start = max(time_from, self._observed - self.retention_ms + 1, _MIN_START)
+        last = min(time_to, _MAX_START)
+        upper = None if last == _MAX_START else encode_int64(last + 1)
+        items = self._keyspace.items
+        out = []
+        while start <= last:
+            item = next(items(encode_int64(start) + key_bytes, upper), None)
+            if item is None:
+                break
+            found_key, raw = item
+            found = decode_int64(found_key[:8])
+            rest = found_key[8:]
+            if rest == key_bytes:
+                out.append((found, unpack_value_only(raw)))
+                start = found + 1
+            elif found > start and rest < key_bytes:
+                start = found  # the key may be further on in this window
+            else:
+                start = found + 1
+        return out
+
+    def _select(self, time_from: int | None, time_to: int | None, reverse: bool
+                ) -> Iterator[tuple[Windowed, Any]]:
+        """``(Windowed, value)`` for live windows starting in ``[time_from, time_to]``."""
+        self._check_open()
+        first_live = self._observed - self.retention_ms + 1
+        start = first_live if time_from is None else max(time_from, first_live)
+        last = _MAX_START if time_to is None else min(time_to, _MAX_START)
+        if start > last:
+            return iter(())
+        lower = encode_int64(max(start, _MIN_START))
+        upper = None if last == _MAX_START else encode_int64(last + 1)
+        return _windows(self._keyspace.items(lower, upper, reverse), self.window_size_ms)
+
+    def fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
+        """``(Windowed, value)`` for windows starting in ``[time_from, time_to]`` (ms).
+
+        By window start, then key bytes; the iterator sees the store as of the call and
+        reads it lazily. Runtime complexity: O(log n + k) for k results.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._select(time_from, time_to, False)
+
+    def backward_fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`fetch_all` in reverse order.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._select(time_from, time_to, True)
+
+    def all(self) -> Iterator[tuple[Windowed, Any]]:
+        """Every ``(Windowed, value)``, by window start then key bytes.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._select(None, None, False)
+
+    def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`all` in reverse order.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._select(None, None, True)
+
+    def _check(self) -> None:
+        """Assert the layout invariants over every entry (tests call it after operations).
+
+        The stored stream time is the store's; no window lies before the oldest live
+        segment; each window entry decodes with nothing left over, holds no ``None`` and its
+        key serializes back to the entry's key bytes.
+        """
+        keyspace = self._keyspace
+        stored = keyspace.get(OBSERVED_KEY)
+        assert (-1 if stored is None else decode_int64(stored)) == self._observed, "stream time"
+        assert self._live_from == self._segment_start(self._observed), "oldest live segment"
+        ser = self._key_bytes
+        for window_key, raw in keyspace.items(encode_int64(_MIN_START)):
+            start = decode_int64(window_key[:8])
+            assert start >= self._live_from, f"window {start} is before the live segments"
+            key, value, _ = unpack_entry(raw)
+            assert value is not None, f"window {start}: a stored None (puts of None delete)"
+            assert (ser(key) or b"") == window_key[8:], f"window {start}: the key {key!r} moved"
+
+
+def _windows(items: Iterator[tuple[bytes, bytes]], size: int
+             ) -> Iterator[tuple[Windowed, Any]]:
+    """``(Windowed, value)`` of each keyspace item, decoded as it is read."""
+    start_bytes = b""
+    window = Window(0, 0)
+    for window_key, raw in items:
+        if window_key[:8] != start_bytes:
+            start_bytes = window_key[:8]
+            start = decode_int64(start_bytes)
+            window = Window(start, start + size)
+        key, value, _ = unpack_entry(raw)
+        yield Windowed(key, window), value
