@@ -29,17 +29,17 @@ windows, and the driver dropped 265 records as late).
 Measured (2 cores shared with other jobs, load average 3 to 4, so absolute figures are well
 below those of an idle machine; compare the ratios, taken within one run):
 
-=================================  ================  ================
-records/s                          run 1 (load 3.9)  run 2 (load 3.0)
-=================================  ================  ================
-``toArrow`` transfer alone            106,273         102,585
-Spark windowed count + watermark       58,469          71,546
-ForeachBatchRunner                     61,902          70,264
-TopologyTestDriver alone              134,171         147,569
-runner / Spark's own aggregation        1.06x           0.98x
-runner / transfer                       0.58x           0.68x
-runner / driver alone                   0.46x           0.48x
-=================================  ================  ================
+=================================  ================  ================  ================
+records/s                          run 1 (load 3.9)  run 2 (load 3.0)  run 3 (load 3.9)
+=================================  ================  ================  ================
+``toArrow`` transfer alone            106,273           102,585           103,997
+Spark windowed count + watermark       58,469            71,546            57,421
+ForeachBatchRunner                     61,902            70,264            62,121
+TopologyTestDriver alone              134,171           147,569           120,133
+runner / Spark's own aggregation        1.06x             0.98x             1.08x
+runner / transfer                       0.58x             0.68x             0.60x
+runner / driver alone                   0.46x             0.48x             0.52x
+=================================  ================  ================  ================
 
 Where the time goes: a micro-batch is moved to Python, then processed; ``foreachBatch`` calls
 are sequential, so the runner's time is about the transfer's plus the engine's (column-wise
