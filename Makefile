@@ -1,23 +1,35 @@
 # Two entry points (see README): `make example` and `make test`.
-# Both create .venv with the project and its dev tools on first use.
+# Both create .venv with the project, its dev tools and the spark extra on first use,
+# and check for Java 17+ (Spark runs on the JVM) before running anything.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
-.PHONY: example test lint bench clean
+.PHONY: example example-driver test lint bench bench-spark java clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; Python 3.11 is required" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
-example: $(STAMP)
+# Spark needs a Java runtime, 17 or newer: say so in one line instead of a JVM stack trace.
+java:
+	@command -v $(JAVA) >/dev/null 2>&1 || { echo "error: Java not found ($(JAVA)): Spark needs Java 17 or newer; install a JDK or JRE 17+ (e.g. apt-get install openjdk-17-jre-headless) and put it on PATH or set JAVA_HOME" >&2; exit 1; }
+	@v=$$($(JAVA) -version 2>&1 | sed -n 's/.*version "\([0-9][0-9.]*\).*/\1/p' | head -n 1); \
+	major=$${v%%.*}; [ "$$major" = 1 ] && { major=$${v#1.}; major=$${major%%.*}; }; \
+	[ -n "$$major" ] && [ "$$major" -ge 17 ] 2>/dev/null || { echo "error: Spark needs Java 17 or newer, found '$${v:-unknown}' ($(JAVA)); install a JDK or JRE 17+ (e.g. apt-get install openjdk-17-jre-headless) and put it on PATH or set JAVA_HOME" >&2; exit 1; }
+
+example: $(STAMP) java
+	$(PY) examples/spark_pipeline.py
+
+example-driver: $(STAMP)
 	$(PY) examples/final_results.py
 
-test: $(STAMP)
+test: $(STAMP) java
 	$(PY) -m ruff check .
 	$(PY) -m mypy --strict suppress
 	$(PY) -m mypy topology
@@ -25,6 +37,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+
+bench-spark: $(STAMP) java
+	$(PY) benchmarks/spark_runner.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

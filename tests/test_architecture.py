@@ -26,6 +26,14 @@ SUPPRESS_PUBLIC = {
     "Suppressed", "BufferConfig", "BufferFullError", "BufferFullStrategy", "EagerBufferConfig",
     "StrictBufferConfig", "InvalidSuppressionError",
 }
+SPARK_PUBLIC = {"ForeachBatchRunner", "Columns", "sinks", "BatchProgress", "ColumnMappingError",
+                "local_session"}
+"""``topology.spark``: the names DESIGN.md fixes, the progress record, the mapping error and a
+local session with settings that suit one machine."""
+SINKS_PUBLIC = {"memory", "parquet", "kafka_frame", "MemorySink", "ParquetSink",
+                "KafkaFrameSink", "Sink"}
+SPARK_ONLY = {"pyspark", "pyarrow", "pandas", "numpy"}
+"""Imported only under ``topology/spark/`` (the ``spark`` extra)."""
 
 
 def _imports(package: str) -> list[tuple[Path, str]]:
@@ -50,6 +58,19 @@ def test_public_names_match_design() -> None:
     assert VersionedRecord.__doc__
 
 
+def test_spark_names() -> None:
+    import topology.spark
+    from topology.spark import sinks
+
+    assert set(topology.spark.__all__) == SPARK_PUBLIC
+    assert set(sinks.__all__) == SINKS_PUBLIC
+    for name in SPARK_PUBLIC | {f"sinks.{n}" for n in SINKS_PUBLIC - {"Sink"}}:
+        obj = topology.spark
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        assert obj.__doc__, f"topology.spark.{name} has no docstring"
+
+
 def test_suppress_never_imports_topology() -> None:
     offenders = [(p, m) for p, m in _imports("suppress") if m.split(".")[0] == "topology"]
     assert offenders == []
@@ -60,7 +81,7 @@ def test_heavy_dependencies_stay_in_their_modules() -> None:
         for path, module in _imports(package):
             root = module.split(".")[0]
             rel = path.relative_to(ROOT).as_posix()
-            if root == "pyspark":
+            if root in SPARK_ONLY:
                 assert rel.startswith("topology/spark/"), rel
             if root == "rocksdict":
                 assert rel == "suppress/spill.py" or rel.startswith("topology/state/rocksdb/"), rel

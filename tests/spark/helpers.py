@@ -1,0 +1,59 @@
+"""Micro-batches in Spark's Kafka source schema, and the driver's output for the same records."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from topology import Serdes, Topology, TopologyTestDriver
+
+Row = tuple[str, bytes | None, bytes | None, int]
+"""(topic, key bytes, value bytes, timestamp ms)"""
+
+KAFKA_SOURCE = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                          ("partition", pa.int32()), ("offset", pa.int64()),
+                          ("timestamp", pa.timestamp("us", tz="UTC")),
+                          ("timestampType", pa.int32())])
+
+
+def kafka_table(rows: Sequence[Row]) -> pa.Table:
+    """The rows as Spark's Kafka source would give them (one partition)."""
+    return pa.table({
+        "key": pa.array([r[1] for r in rows], pa.binary()),
+        "value": pa.array([r[2] for r in rows], pa.binary()),
+        "topic": pa.array([r[0] for r in rows], pa.string()),
+        "partition": pa.array([0] * len(rows), pa.int32()),
+        "offset": pa.array(range(len(rows)), pa.int64()),
+        "timestamp": pa.array([r[3] * 1000 for r in rows], pa.int64()).cast(
+            pa.timestamp("us", tz="UTC")),
+        "timestampType": pa.array([0] * len(rows), pa.int32()),
+    }, schema=KAFKA_SOURCE)
+
+
+def kafka_df(spark: Any, rows: Sequence[Row]) -> Any:
+    return spark.createDataFrame(kafka_table(rows))
+
+
+def driver_output(topology: Topology, rows: Iterable[Row], topic: str,
+                  key_serde: Any = None, value_serde: Any = None) -> list[Any]:
+    """What a driver's output topic holds after the rows were piped one by one as bytes."""
+    with TopologyTestDriver(topology) as driver:
+        inputs: dict[str, Any] = {}
+        for name, key, value, ts in rows:
+            if name not in inputs:
+                inputs[name] = driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
+            inputs[name].pipe_input(key, value, timestamp=ts)
+        return driver.create_output_topic(topic, key_serde, value_serde).read_records_to_list()
+
+
+def batches(rows: Sequence[Row], n: int) -> list[Sequence[Row]]:
+    size = -(-len(rows) // n)
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
+def out_of_order(rng: random.Random, n: int, spread: int, jitter: int) -> list[int]:
+    """n timestamps rising by about spread/n, each moved back by up to jitter ms."""
+    return [max(0, i * spread // n - rng.randrange(jitter + 1)) for i in range(n)]

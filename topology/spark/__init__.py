@@ -1,0 +1,19 @@
+"""Spark engines: run a topology on Spark Structured Streaming.
+
+``ForeachBatchRunner`` runs a topology as the function of ``writeStream.foreachBatch``: one
+task on Spark's driver, fed each micro-batch through Arrow, committing state and batch id
+together so that replayed batches are skipped. ``Columns`` maps DataFrame columns to the
+parts of a record (Spark's Kafka source schema by default); ``sinks`` holds where output
+records go; ``local_session`` starts a local SparkSession with settings that suit one
+machine. pyspark and pyarrow are imported only here (the ``spark`` extra).
+"""
+
+from . import sinks as sinks
+from .columns import ColumnMappingError as ColumnMappingError
+from .columns import Columns as Columns
+from .foreach_batch import BatchProgress as BatchProgress
+from .foreach_batch import ForeachBatchRunner as ForeachBatchRunner
+from .session import local_session as local_session
+
+__all__ = ("BatchProgress", "ColumnMappingError", "Columns", "ForeachBatchRunner",
+           "local_session", "sinks")

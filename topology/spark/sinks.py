@@ -1,0 +1,288 @@
+"""Where a :class:`~topology.spark.ForeachBatchRunner` hands each micro-batch's output records.
+
+A sink is any callable ``sink(records, batch_id)``: ``records`` is the list of
+:class:`~topology.TestRecord` that a driver output topic created without serdes returns for
+that batch (the objects as the topology produced them, windowed keys as
+:class:`~topology.Windowed`), in the order the topology wrote them. The runner calls every
+sink once per micro-batch, with an empty list when the batch wrote nothing to its topic, and
+commits only after every sink returned; a batch replayed after a crash between a sink and the
+commit is handed the same records again, so a sink that overwrites per batch id stays exact.
+
+Built-in sinks:
+
+- :func:`memory`: keeps the records; read it exactly like a ``TestOutputTopic``.
+- :func:`parquet`: one directory per batch id (``path/batch_id=<id>/``), written with pyarrow
+  and replaced on replay.
+- :func:`kafka_frame`: a Spark DataFrame in the Kafka sink's schema for ``fn(df, batch_id)``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pyarrow as pa
+
+from ..serde import Serde, fallback_key_bytes, fallback_value_bytes, serializer_of
+from ..testing.topics import TestOutputTopic, TestRecord
+from ..windows import Windowed
+
+__all__ = ("KafkaFrameSink", "MemorySink", "ParquetSink", "Sink", "kafka_frame", "memory",
+           "parquet")
+
+Sink = Callable[[list[TestRecord], int], Any]
+"""Any callable ``sink(records, batch_id)``."""
+
+ProducedSerdes = tuple[Serde[Any] | None, Serde[Any] | None]
+
+
+class _RunnerSink:
+    """A built-in sink, told its topic and ``Produced`` serdes by the runner.
+
+    The runner also hands it the micro-batch's Spark session when it writes.
+    """
+
+    topic: str | None = None
+    _produced: ProducedSerdes = (None, None)
+
+    def _bind(self, topic: str, produced: ProducedSerdes | None) -> None:
+        """Attach to ``topic``, written with ``produced`` serdes (``None``: sinks disagree)."""
+        if self.topic is not None and self.topic != topic:
+            raise ValueError(f"this {type(self).__name__} already receives topic "
+                             f"{self.topic!r}; give topic {topic!r} a sink of its own")
+        self.topic = topic
+        self._produced = (None, None) if produced is None else produced
+
+    def _write(self, records: list[TestRecord], batch_id: int, spark: Any) -> None:
+        cast(Sink, self)(records, batch_id)
+
+
+class MemorySink(_RunnerSink, TestOutputTopic):
+    """Records kept in memory and read like a driver's ``TestOutputTopic``.
+
+    Without serdes, records come back as the topology produced them; with ``key_serde`` /
+    ``value_serde``, deserialized from the bytes the topology's sink wrote (its ``Produced``
+    serdes), exactly as a driver output topic created with those serdes. Reading is the
+    driver's own code: ``read_value``, ``read_key_value``, ``read_record``,
+    ``read_values_to_list``, ``read_key_values_to_list``, ``read_records_to_list``,
+    ``read_key_values_to_map``, ``queue_size``, ``is_empty``.
+    """
+
+    __test__ = False
+
+    def __init__(self, key_serde: Serde[Any] | None = None,
+                 value_serde: Serde[Any] | None = None) -> None:
+        TestOutputTopic.__init__(self, cast(Any, None), "<memory sink>", key_serde,
+                                 value_serde)
+        self._held: deque[tuple[Any, ...]] | None = None
+
+    def _queue(self) -> deque[tuple[Any, ...]] | None:
+        return self._held
+
+    def _bind(self, topic: str, produced: ProducedSerdes | None) -> None:
+        if produced is None and not self._plain:
+            raise ValueError(f"the sinks writing topic {topic!r} use different Produced "
+                             "serdes, so a memory sink with serdes cannot tell which bytes "
+                             "each record had: read it without serdes")
+        super()._bind(topic, produced)
+        self.name = topic
+
+    def __call__(self, records: list[TestRecord], batch_id: int) -> None:
+        """Keep ``records`` (in the driver's held form) after those already kept."""
+        held = self._held
+        if held is None:
+            held = self._held = deque()
+        if self._plain:
+            held.extend((r.key, r.value, r.timestamp, r.headers, None, None) for r in records)
+            return
+        key_serde, value_serde = self._produced
+        for r in records:
+            kb = None if key_serde is None else key_serde.serialize(r.key)
+            vb = None if value_serde is None else value_serde.serialize(r.value)
+            held.append((r.key, r.value, r.timestamp, r.headers, kb, vb))
+
+
+def memory(key_serde: Serde[Any] | None = None,
+           value_serde: Serde[Any] | None = None) -> MemorySink:
+    """A sink that keeps records in memory, read like a ``TestOutputTopic`` (for tests).
+
+    >>> from topology import TestRecord
+    >>> sink = memory()
+    >>> sink([TestRecord("a", 1, 5)], 0)
+    >>> sink.read_key_value(), sink.is_empty()
+    (('a', 1), True)
+    """
+    return MemorySink(key_serde, value_serde)
+
+
+# -- parquet -----------------------------------------------------------------------------------
+
+_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_TIMESTAMP = pa.timestamp("ms", tz="UTC")
+
+
+class ParquetSink(_RunnerSink):
+    """Writes each micro-batch to ``path/batch_id=<id>/part-0.parquet`` with pyarrow.
+
+    Columns: ``key`` and ``value`` as the Arrow types pyarrow infers from the objects (a
+    :class:`~topology.Windowed` key as a struct of ``key``, ``start``, ``end``; a ``dict`` as a
+    struct), or binary through ``key_serde`` / ``value_serde`` when given; ``timestamp``
+    (milliseconds, UTC); ``headers`` (Kafka's list of ``key``/``value`` structs). A batch
+    directory is written beside the others under a hidden name, then renamed into place
+    (replacing the directory of a replayed batch), so readers never see half a batch, and a
+    replay leaves exactly one copy. A batch without records leaves no directory.
+    ``spark.read.parquet(path)`` reads every batch, with ``batch_id`` as a column.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], key_serde: Serde[Any] | None = None,
+                 value_serde: Serde[Any] | None = None) -> None:
+        self.path = Path(path)
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def __call__(self, records: list[TestRecord], batch_id: int) -> None:
+        """Write ``records`` as batch ``batch_id``, replacing an earlier write of it."""
+        final = self.path / f"batch_id={int(batch_id)}"
+        if final.exists():
+            shutil.rmtree(final)
+        if not records:
+            return
+        table = self._table(records)
+        import pyarrow.parquet as pq
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        hidden = self.path / f".batch_id={int(batch_id)}.{uuid.uuid4().hex}"
+        hidden.mkdir()
+        pq.write_table(table, hidden / "part-0.parquet")
+        os.rename(hidden, final)
+
+    def _table(self, records: list[TestRecord]) -> pa.Table:
+        topic = self.topic or str(self.path)
+        keys = [r.key for r in records]
+        if self._key_serde is not None:
+            key_col = pa.array([self._key_serde.serialize(k) for k in keys], pa.binary())
+        elif any(type(k) is Windowed for k in keys):
+            key_col = _column([None if k is None else
+                               {"key": k.key, "start": k.window.start, "end": k.window.end}
+                               for k in keys], "key", topic)
+        else:
+            key_col = _column(keys, "key", topic)
+        values = [r.value for r in records]
+        if self._value_serde is not None:
+            value_col = pa.array([self._value_serde.serialize(v) for v in values],
+                                 pa.binary())
+        else:
+            value_col = _column(values, "value", topic)
+        return pa.table({
+            "key": key_col,
+            "value": value_col,
+            "timestamp": pa.array([r.timestamp for r in records], _TIMESTAMP),
+            "headers": _headers(records),
+        })
+
+
+def _column(objects: list[Any], part: str, topic: str) -> pa.Array:
+    try:
+        return pa.array(objects)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        kinds = sorted({type(o).__name__ for o in objects})
+        raise TypeError(
+            f"the parquet sink of topic {topic!r} cannot store {part}s of types {kinds} as "
+            f"one Parquet column ({exc}); give it a {part} serde to store bytes: "
+            f"sinks.parquet(path, {part}_serde=...)") from exc
+
+
+def _headers(records: Sequence[TestRecord]) -> pa.Array:
+    return pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records],
+                    _HEADERS)
+
+
+def parquet(path: str | os.PathLike[str], key_serde: Serde[Any] | None = None,
+            value_serde: Serde[Any] | None = None) -> ParquetSink:
+    """A sink writing one Parquet directory per batch id under ``path``.
+
+    See :class:`ParquetSink`; replayed batches are overwritten, so replays are exact.
+    """
+    return ParquetSink(path, key_serde, value_serde)
+
+
+# -- Kafka-shaped data frames ------------------------------------------------------------------
+
+KAFKA_SINK_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()),
+                               ("topic", pa.string()), ("timestamp", pa.timestamp("us",
+                                                                                   tz="UTC")),
+                               ("headers", _HEADERS)])
+"""The Arrow schema of :func:`kafka_frame`'s DataFrames (Spark's Kafka sink columns)."""
+
+
+class KafkaFrameSink(_RunnerSink):
+    """Builds each micro-batch's records as a Spark DataFrame and calls ``fn(df, batch_id)``.
+
+    The DataFrame has Spark's Kafka sink columns: binary ``key`` and ``value`` (through
+    ``key_serde`` / ``value_serde``, by default the topology's ``Produced`` serdes for the
+    topic, else the bytes of :func:`~topology.serde.fallback_key_bytes` /
+    :func:`~topology.serde.fallback_value_bytes`; ``None`` stays null, a tombstone),
+    ``topic``, ``timestamp`` and ``headers``. ``fn`` is called for every micro-batch, with an
+    empty DataFrame when the batch wrote nothing to the topic. Spark's Kafka writer takes
+    ``key``, ``value``, ``topic`` and ``headers`` (with ``includeHeaders``); the record
+    timestamps are there for ``fn``'s own use, as Spark's writer does not set Kafka's from a
+    column.
+    """
+
+    def __init__(self, fn: Callable[[Any, int], Any], key_serde: Serde[Any] | None = None,
+                 value_serde: Serde[Any] | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"kafka_frame needs a function fn(df, batch_id), got {fn!r}")
+        self.fn = fn
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def _bind(self, topic: str, produced: ProducedSerdes | None) -> None:
+        if produced is None and (self._key_serde is None or self._value_serde is None):
+            raise ValueError(f"the sinks writing topic {topic!r} use different Produced "
+                             "serdes: give kafka_frame(fn, key_serde=..., value_serde=...)")
+        super()._bind(topic, produced)
+
+    def table(self, records: list[TestRecord]) -> pa.Table:
+        """The records as an Arrow table in :data:`KAFKA_SINK_SCHEMA`."""
+        key_ser = serializer_of(self._key_serde or self._produced[0], fallback_key_bytes)
+        value_ser = serializer_of(self._value_serde or self._produced[1],
+                                  fallback_value_bytes)
+        return pa.table({
+            "key": pa.array([None if r.key is None else key_ser(r.key) for r in records],
+                            pa.binary()),
+            "value": pa.array([None if r.value is None else value_ser(r.value)
+                               for r in records], pa.binary()),
+            "topic": pa.array([self.topic] * len(records), pa.string()),
+            "timestamp": pa.array([(r.timestamp or 0) * 1000 for r in records],
+                                  pa.int64()).cast(
+                KAFKA_SINK_SCHEMA.field("timestamp").type),
+            "headers": _headers(records),
+        }, schema=KAFKA_SINK_SCHEMA)
+
+    def _write(self, records: list[TestRecord], batch_id: int, spark: Any) -> None:
+        self.fn(spark.createDataFrame(self.table(records)), batch_id)
+
+    def __call__(self, records: list[TestRecord], batch_id: int) -> None:
+        """Called outside a runner: uses the active Spark session."""
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise RuntimeError("kafka_frame needs an active SparkSession")
+        self._write(records, batch_id, spark)
+
+
+def kafka_frame(fn: Callable[[Any, int], Any], key_serde: Serde[Any] | None = None,
+                value_serde: Serde[Any] | None = None) -> KafkaFrameSink:
+    """A sink calling ``fn(df, batch_id)`` with the batch's records as a Spark DataFrame.
+
+    The DataFrame has Spark's Kafka sink schema (see :class:`KafkaFrameSink`), e.g. for
+    ``df.write.format("kafka")...save()``.
+    """
+    return KafkaFrameSink(fn, key_serde, value_serde)
