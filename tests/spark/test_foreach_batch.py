@@ -368,8 +368,6 @@ def test_the_runner_matches_the_driver_piping_objects() -> None:
 
 # -- restart from state_dir: needs the durable commit of TopologyTestDriver --------------------
 
-@pytest.mark.xfail(strict=True, reason="needs TopologyTestDriver's durable commit under "
-                                       "state_dir; the stand-in keeps the meta in memory")
 def test_a_crash_between_sink_and_commit_then_a_restart_equals_one_run(spark: Any,
                                                                        tmp_path: Any) -> None:
     rows = payment_rows(seed=9, n=400)

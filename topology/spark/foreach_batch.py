@@ -116,7 +116,9 @@ class ForeachBatchRunner:
                           for node in topology.nodes
                           if node.kind == "source" and node.consumed is not None
                           for topic in node.topics}
-        self._driver = TopologyTestDriver(topology, config, state_dir=state_dir)
+        # The batch is the unit of work: its state, outputs read and id commit together.
+        self._driver = TopologyTestDriver(topology, {**(config or {}), "auto_commit": False},
+                                          state_dir=state_dir)
         self._inputs = {t: self._driver.create_input_topic(t) for t in self._sources}
         self._outputs = {t: self._driver.create_output_topic(t) for t in sorted(outputs)}
         self._broken: str | None = None
