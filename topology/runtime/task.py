@@ -33,7 +33,7 @@ from .api import PunctuationType
 from .clock import Clock
 from .metrics import TaskMetrics
 from .processor import Entry, Forward, InternalProcessor
-from .state_dir import TaskStateDir
+from .state_dir import TaskStateDir, spill_options
 
 if TYPE_CHECKING:
     from ..state.rocksdb import Keyspace
@@ -104,9 +104,9 @@ class Task:
         :mod:`topology.runtime.processors.fused`).
     :param max_feedback_records: the most records one input record may feed back through
         topics the topology reads.
-    :param state_dir: where on-disk state (spilled suppression buffers) lives:
-        ``<state_dir>/<application_id>/0_0``; ``None``: a private temporary directory removed
-        by :meth:`close` (see :class:`~topology.runtime.state_dir.TaskStateDir`).
+    :param state_dir: where on-disk state lives; spilled suppression buffers in
+        ``<state_dir>/<application_id>/0_0.spill``; ``None``: a private temporary directory
+        removed by :meth:`close` (see :class:`~topology.runtime.state_dir.TaskStateDir`).
     """
 
     def __init__(self, topology: Topology, clock: Clock, output: Output,
@@ -116,9 +116,11 @@ class Task:
         if type(max_feedback_records) is not int or max_feedback_records < 1:
             raise ValueError(f"max_feedback_records must be a positive int, "
                              f"got {max_feedback_records!r}")
-        self.state = TaskStateDir(state_dir, application_id)
-        """The task's on-disk state, opened on first use; committed after each call that
-        processes input or advances time."""
+        self.spill_state = TaskStateDir(state_dir, application_id, "0_0.spill", spill_options)
+        """The disk tiers of spilling suppression buffers, opened at the first spill and
+        committed after each call that processes input or advances time (and as the buffers
+        write). A database of its own: scratch space committed mid-step, which must not
+        commit the pending writes of durable state with it."""
         self.topology = topology
         self.application_id = application_id
         self.debug_metrics = debug_metrics
@@ -219,7 +221,7 @@ class Task:
             raise
         if self._queue:
             self._drain()
-        self.state.commit()
+        self.spill_state.commit()
 
     def _process_one(self, topic: str, key: Any, value: Any, timestamp: int,
                      headers: Headers) -> None:
@@ -342,7 +344,7 @@ class Task:
             metrics.lateness_sum += late_sum
             if late_max > metrics.lateness_max:
                 metrics.lateness_max = late_max
-        self.state.commit()
+        self.spill_state.commit()
 
     def _drain(self) -> None:
         """Process records written to topics this topology reads, in the order written.
@@ -515,7 +517,7 @@ class Task:
             self._fail(exc, None, None, None, None, None)
             raise
         self._drain()
-        self.state.commit()
+        self.spill_state.commit()
 
     # -- stores --------------------------------------------------------------------------------
 
@@ -547,7 +549,7 @@ class Task:
                 if close is not None:
                     close()
         finally:
-            self.state.close()
+            self.spill_state.close()
 
     # -- spilled suppression buffers -----------------------------------------------------------
 
@@ -560,7 +562,7 @@ class Task:
         :raises StateDirectoryError: the state directory cannot be used (see
             :class:`~topology.runtime.state_dir.TaskStateDir`).
         """
-        keyspace = self.state.keyspace(spill_keyspace_name(store_name))
+        keyspace = self.spill_state.keyspace(spill_keyspace_name(store_name))
         last = next(keyspace.items(reverse=True), None)
         if last is not None:
             keyspace.delete_range(b"", last[0] + b"\x00")
@@ -568,7 +570,7 @@ class Task:
 
     def commit_state(self) -> None:
         """Commit the on-disk state's pending writes (a spilling buffer calls it as it goes)."""
-        self.state.commit()
+        self.spill_state.commit()
 
 
 _KEYSPACE_NAME = re.compile(r"[A-Za-z0-9._-]{1,240}")

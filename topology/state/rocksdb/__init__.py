@@ -10,11 +10,13 @@ from .codec import decode_int64, decode_uint64, encode_int64, encode_uint64, pre
 from .errors import StateDirectoryError, StateFormatError, StateLockedError, StateStoreError
 from .keyspace import Keyspace
 from .layout import FORMAT_VERSION
+from .options import RocksDBOptions
 from .statedb import StateDB
 
 __all__ = (
     "FORMAT_VERSION",
     "Keyspace",
+    "RocksDBOptions",
     "StateDB",
     "StateDirectoryError",
     "StateFormatError",
