@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sortedcontainers import SortedList
 
@@ -65,6 +65,16 @@ __all__ = ("OrderedByteStore", "SpillBackend", "SpillingBuffer")
 
 EvictCallback = Callable[[BufferedEntry], None]
 _SKIP = ORDER_KEY_PREFIX_LEN
+_NO_CONTEXT = RecordContext(0)
+
+
+class _Staged(NamedTuple):
+    """A staged put: what a new entry would start with, and the encoded latest change."""
+
+    time: int
+    key: Any
+    prior: Any
+    latest: bytes
 
 
 class OrderedByteStore(Protocol):
@@ -170,7 +180,7 @@ class SpillingBuffer:
         self._disk_head: bytes | None = None  # the disk tier's first order key
         self._min = LONG_MAX  # the smallest buffer time (ms), kept by _reset_min
         self._writes = 0  # store writes since the last commit
-        self._staged: dict[bytes, BufferedEntry] = {}  # puts not yet looked up on disk
+        self._staged: dict[bytes, _Staged] = {}  # puts not yet looked up on disk
         self._stage = not self._track_bytes  # a size needs the disk record: no staging
 
     # -- adding ------------------------------------------------------------------------------
@@ -198,8 +208,9 @@ class SpillingBuffer:
         :raises TypeError: if the key serializer gives anything but bytes.
         :raises Exception: whatever the codec raises for a value it cannot write, before
             anything of that entry is written: the put is not applied, or the entry that
-            could not move to disk stays in memory (over the bound) or staged. A staged put
-            is encoded when its batch is resolved, so the error comes from that call.
+            could not move to disk stays in memory (over the bound). A staged put's key is
+            encoded when its batch is resolved, so a key the codec cannot write (a type no
+            key before it had: the first spill wrote one) fails the call that resolves it.
         """
         key_bytes = self._key_ser(key)
         if type(key_bytes) is not bytes:
@@ -218,14 +229,12 @@ class SpillingBuffer:
             return
         if self._disk_count:
             staged = self._staged
-            entry = staged.get(key_bytes)
-            if entry is not None:
-                entry.new = new
-                entry.old = old
-                entry.context = context
+            put = staged.get(key_bytes)
+            if put is not None:
+                staged[key_bytes] = put._replace(latest=self._codec.latest(new, old, context))
                 return
             if self._stage and order_key(time, key_bytes) >= self._disk_head:  # type: ignore[operator]
-                staged[key_bytes] = BufferedEntry(time, key_bytes, key, new, old, old, context)
+                staged[key_bytes] = _Staged(time, key, old, self._codec.latest(new, old, context))
                 if len(staged) >= self.STAGE_LIMIT:
                     self._flush()
                 return
@@ -253,7 +262,8 @@ class SpillingBuffer:
 
         A staged key found on disk gets its latest change; any other is a new entry, at
         its staged time with its staged prior, written to disk (it sorts after the disk
-        tier's first entry). Each leaves the staging area once written.
+        tier's first entry). Each leaves the staging area once written; the latest change
+        was encoded when it was staged.
 
         Runtime complexity: O(s log s) for s staged puts, one batched read, s to 2s writes.
         """
@@ -263,12 +273,16 @@ class SpillingBuffer:
         keys = sorted(staged)
         records = self._store.multi_get(  # type: ignore[union-attr]
             [ENTRY_PREFIX + key_bytes for key_bytes in keys])
+        codec = self._codec
         for key_bytes, record in zip(keys, records, strict=True):
-            entry = staged[key_bytes]
+            time, key, prior, latest = staged[key_bytes]
             if record is None:
-                self._write_new(entry, self._record(entry))
+                entry = BufferedEntry(time, key_bytes, key, None, None, prior, _NO_CONTEXT)
+                self._write_new(entry, codec.assemble(time, key, prior, None, 0, latest))
             else:
-                self._update_on_disk(key_bytes, record, entry.new, entry.old, entry.context)
+                self._put(ENTRY_PREFIX + key_bytes,  # type: ignore[misc]
+                          codec.updated(record, latest, None))
+                self._wrote(1)
             del staged[key_bytes]
 
     def _update_on_disk(self, key_bytes: bytes, record: bytes, new: Any, old: Any,
@@ -279,14 +293,12 @@ class SpillingBuffer:
             previous = record_size(record)
             size = entry_size(key_bytes, codec.prior_bytes(record), self._bytes_of(old),
                               self._bytes_of(new), context_size(context))
-            record = codec.updated(record, new, old, context, size)
+            record = codec.updated(record, codec.latest(new, old, context), size)
             self._disk_bytes += size - previous
         else:
-            record = codec.updated(record, new, old, context, None)
+            record = codec.updated(record, codec.latest(new, old, context), None)
         self._put(ENTRY_PREFIX + key_bytes, record)  # type: ignore[misc]
-        self._writes += 1
-        if self._writes >= self.COMMIT_EVERY:
-            self._commit()
+        self._wrote(1)
 
     def _size_of(self, key_bytes: bytes, prior: Any, old: Any, new: Any,
                  context: RecordContext) -> int:
@@ -346,9 +358,7 @@ class SpillingBuffer:
             self._disk_head = order
             if not self._memory:
                 self._min = entry.time
-        self._writes += 2
-        if self._writes >= self.COMMIT_EVERY:
-            self._commit()
+        self._wrote(2)
 
     def _refill(self) -> None:
         """Move the disk tier's first entries up to the (empty) memory tier, while they fit.
@@ -394,13 +404,14 @@ class SpillingBuffer:
         store.delete(order)
         self._disk_count -= 1
         self._disk_bytes -= size
-        self._writes += 2
-        if self._writes >= self.COMMIT_EVERY:
-            self._commit()
+        self._wrote(2)
 
-    def _commit(self) -> None:
-        self._writes = 0
-        self._backend.commit()
+    def _wrote(self, n: int) -> None:
+        """Count ``n`` store writes; commit once :attr:`COMMIT_EVERY` are pending."""
+        self._writes += n
+        if self._writes >= self.COMMIT_EVERY:
+            self._writes = 0
+            self._backend.commit()
 
     def _reset_min(self) -> None:
         """Recompute the smallest buffer time: the memory tier's head, else the disk's."""
@@ -605,8 +616,9 @@ class SpillingBuffer:
 
         The memory tier: index and order agree, within its bounds, sizes up to date. The
         disk tier: both areas hold the same keys, its count, bytes and head are right, and
-        every record reads back. Together: no key in both, memory a prefix of the order,
-        and memory empty only if it cannot hold the disk tier's head.
+        every record reads back. Together: no key in both, and memory a prefix of the order.
+        (That memory holds the head whenever it can is a policy applied after evictions,
+        not an invariant: an update can shrink a spilled entry.)
         """
         memory, order = self._memory, self._order
         order._check()
@@ -628,8 +640,8 @@ class SpillingBuffer:
         staged = self._staged
         assert len(staged) < self.STAGE_LIMIT and (self._stage or not staged), "staging"
         assert not staged or self._disk_count, "staged puts with an empty disk tier"
-        for key_bytes, entry in staged.items():
-            assert key_bytes not in memory and entry.key_bytes == key_bytes, "stale staging"
+        for key_bytes, put in staged.items():
+            assert key_bytes not in memory and self._key_ser(put.key) == key_bytes, "staging"
         store = self._store
         if store is None:
             assert self._disk_count == 0 and self._disk_head is None
@@ -645,11 +657,6 @@ class SpillingBuffer:
         if orders and order:
             last = order[-1]
             assert order_key(last[0], last[1]) < orders[0], "memory is not a prefix"
-        if orders and not memory:  # the head is in memory unless memory cannot hold it
-            head_size = record_size(records[orders[0][_SKIP:]])
-            assert self._records_limit == 0 or (
-                self._bytes_limit is not None and head_size > self._bytes_limit), \
-                "the memory tier is empty while it could hold the head"
         disk_bytes = 0
         for o in orders:
             entry = self._codec.entry(o[_SKIP:], records[o[_SKIP:]])

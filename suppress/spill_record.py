@@ -146,10 +146,18 @@ class RecordCodec:
 
         :raises Exception: whatever ``encode`` raises for a value it cannot write.
         """
+        return self.assemble(entry.time, entry.key, entry.prior, prior_bytes, entry.size,
+                             self.latest(entry.new, entry.old, entry.context))
+
+    def assemble(self, time: int, key: Any, prior: Any, prior_bytes: bytes | None, size: int,
+                 latest: bytes) -> bytes:
+        """A record from its fields and an encoded *latest* part (see :meth:`latest`).
+
+        :raises Exception: whatever ``encode`` raises for a key or prior it cannot write.
+        """
         value = self._value
-        stable = value(entry.key) + value(entry.prior) + value(prior_bytes)
-        return (_HEADER.pack(FORMAT_VERSION, len(stable), entry.time, entry.size) + stable
-                + self.latest(entry.new, entry.old, entry.context))
+        stable = value(key) + value(prior) + value(prior_bytes)
+        return _HEADER.pack(FORMAT_VERSION, len(stable), time, size) + stable + latest
 
     def latest(self, new: Any, old: Any, context: RecordContext) -> bytes:
         """The *latest* part of a record: the change and its context.
@@ -177,9 +185,8 @@ class RecordCodec:
             self._tails[topic] = tail
         return tail
 
-    def updated(self, record: bytes, new: Any, old: Any, context: RecordContext,
-                size: int | None) -> bytes:
-        """``record`` with its latest part replaced (and its size, unless ``None``).
+    def updated(self, record: bytes, latest: bytes, size: int | None) -> bytes:
+        """``record`` with another *latest* part (see :meth:`latest`), and size unless ``None``.
 
         :raises SpillFormatError: for a record of another version.
         """
@@ -187,7 +194,6 @@ class RecordCodec:
         if version != FORMAT_VERSION:
             _unpack_header(record)  # raises the error that says why
         stable_end = HEADER_LEN + stable_len
-        latest = self.latest(new, old, context)
         if size is None:
             return record[:stable_end] + latest
         return (_HEADER.pack(FORMAT_VERSION, stable_len, time, size)
