@@ -9,10 +9,11 @@ practice a RocksDB keyspace (``topology`` hands one in; this package never impor
 **The tiers.** Entries are ordered by ``(buffer time, key bytes)`` as in every suppression
 buffer, and the memory tier always holds a *prefix* of that order: every entry in memory comes
 before every entry on disk. So the head (the next entry to evict) is in memory whenever memory
-holds anything, and eviction takes the memory tier's head, then, once memory is empty, moves
-the next run of entries up from disk (a range scan) and goes on. When a put takes the memory
-tier over a bound, its *newest* entries (the tail) go down to disk; a new key that sorts after
-the disk tier's first entry goes straight to disk. The two tiers never hold the same key.
+holds anything, and eviction takes the memory tier's head, then, once memory is empty, reads
+the disk tier in order, in batches, and evicts from there; at the end of an eviction an empty
+memory tier is filled up from the disk's head. When a put takes the memory tier over a bound,
+its *newest* entries (the tail) go down to disk; a new key that sorts after the disk tier's
+first entry goes straight to disk. The two tiers never hold the same key.
 
 **On disk.** One store, two areas (:mod:`suppress.spill_record` has the byte layouts):
 
@@ -21,19 +22,29 @@ the disk tier's first entry goes straight to disk. The two tiers never hold the 
 - order, ``b"o" + time + key bytes -> b""``: an ordered scan of this area gives
   ``(buffer time, key bytes)`` order.
 
+When a key's buffer time is a function of the key (final results: the window's end, given as
+``time_of``), every put of a key knows where its entry is, and there is one area:
+``b"o" + time + key bytes -> record``.
+
 **Keys.** A spilled key is found by its serialized bytes, so in this buffer two keys are the
 same key exactly when their bytes are equal (the memory tier is indexed by bytes too). With
 any serde that gives distinct keys distinct bytes, every built-in one, that is what key
 equality says.
 
+**Staging.** A put to a key that is not in memory and sorts at or after the disk tier's first
+entry cannot change the head of the buffer, so it waits in a small staging area (its change
+already encoded) until :attr:`SpillingBuffer.STAGE_LIMIT` of them are resolved against the
+disk tier with one sorted, batched lookup, or until something needs the disk tier as it is.
+
 **Commits.** The store keeps its writes in memory until committed; the buffer calls the
 injected ``commit`` every :attr:`SpillingBuffer.COMMIT_EVERY` writes so that they do not pile
-up, and the owner of the store commits at its own boundaries as well.
+up, and the owner of the store commits at its own boundaries as well. Each commit falls
+between two operations, so the two areas on disk always agree.
 
 Runtime complexity: a put to a key in memory O(1) (O(log m) for a new key, m entries in
-memory); to a spilled key one store read and one write; a new key past the memory tier one
-read (a miss) and two writes. Evicting the head O(log m), plus, once per ``m`` entries, one
-range scan and batched reads to move the next run up from disk.
+memory); to a key not in memory, a share of a batched read, then one write (two for a new
+key). Evicting the head O(log m) from memory; from disk, a share of a range scan and of a
+batched read, and two deletes.
 """
 
 from __future__ import annotations
@@ -55,7 +66,6 @@ from .spill_record import (
     ORDER_START,
     RecordCodec,
     SpillFormatError,
-    entry_key,
     order_key,
     record_size,
     time_of_order,
@@ -65,7 +75,6 @@ __all__ = ("OrderedByteStore", "SpillBackend", "SpillingBuffer")
 
 EvictCallback = Callable[[BufferedEntry], None]
 _SKIP = ORDER_KEY_PREFIX_LEN
-_NO_CONTEXT = RecordContext(0)
 
 
 class _Staged(NamedTuple):
@@ -80,7 +89,8 @@ class _Staged(NamedTuple):
 class OrderedByteStore(Protocol):
     """An ordered map of bytes to bytes: what the disk tier needs (a RocksDB keyspace has it).
 
-    Reads see the store's own writes at once; keys order as unsigned bytes.
+    Reads see the store's own writes at once; keys order as unsigned bytes; ``items`` is a
+    view of the store when it was called (writes made while iterating do not show in it).
     """
 
     def get(self, key: bytes) -> bytes | None:
@@ -135,6 +145,12 @@ class SpillingBuffer:
     :param backend: the store, its commit and the codec (see :class:`SpillBackend`).
     :param track_bytes: keep every entry's size up to date (forced with ``bytes_limit``);
         otherwise :attr:`size_bytes` is computed on demand, reading the disk tier.
+    :param time_of: the buffer time of a key, when it is a function of the key (final
+        results: the window's end), so that every put of a key carries the same time. A
+        spilled entry is then found by its order key, and the disk tier is one area
+        (``o`` + time + key bytes -> record): half the keys and writes of the two-area
+        layout, and eviction reads records straight from its range scan. ``None``: a key's
+        buffer time is its first put's (time limits), kept in the entries area.
     """
 
     COMMIT_EVERY: int = 500
@@ -161,8 +177,11 @@ class SpillingBuffer:
         bytes_limit: int | None,
         backend: SpillBackend,
         track_bytes: bool = False,
+        time_of: Callable[[Any], int] | None = None,
     ) -> None:
         self._key_ser = key_serializer
+        self._time_of = time_of
+        self._keyed = time_of is not None  # one area: the order key finds the record
         self._value_ser = value_serializer
         self._records_limit = records_limit
         self._bytes_limit = bytes_limit
@@ -238,16 +257,17 @@ class SpillingBuffer:
                 if len(staged) >= self.STAGE_LIMIT:
                     self._flush()
                 return
-            record = self._get(ENTRY_PREFIX + key_bytes)  # type: ignore[misc]
+            disk_key = self._disk_key(time, key_bytes)
+            record = self._get(disk_key)  # type: ignore[misc]
             if record is not None:
-                self._update_on_disk(key_bytes, record, new, old, context)
+                self._update_on_disk(disk_key, key_bytes, record, new, old, context)
                 return
         entry = BufferedEntry(time, key_bytes, key, new, old, old, context)
         if self._track_bytes:
             entry.size = self._size_of(key_bytes, old, old, new, context)
         head = self._disk_head
         if head is not None and order_key(time, key_bytes) > head:
-            self._write_new(entry, self._record(entry))
+            self._write_new(time, key_bytes, entry.size, self._record(entry))
             return
         self._memory[key_bytes] = entry
         self._order.add((time, key_bytes))
@@ -270,23 +290,27 @@ class SpillingBuffer:
         staged = self._staged
         if not staged:
             return
-        keys = sorted(staged)
-        records = self._store.multi_get(  # type: ignore[union-attr]
-            [ENTRY_PREFIX + key_bytes for key_bytes in keys])
+        disk_key = self._disk_key
+        keys = sorted((disk_key(put.time, key_bytes), key_bytes)
+                      for key_bytes, put in staged.items())
+        records = self._store.multi_get([k for k, _ in keys])  # type: ignore[union-attr]
         codec = self._codec
-        for key_bytes, record in zip(keys, records, strict=True):
-            time, key, prior, latest = staged[key_bytes]
+        for (key, key_bytes), record in zip(keys, records, strict=True):
+            time, key_object, prior, latest = staged[key_bytes]
             if record is None:
-                entry = BufferedEntry(time, key_bytes, key, None, None, prior, _NO_CONTEXT)
-                self._write_new(entry, codec.assemble(time, key, prior, None, 0, latest))
+                self._write_new(time, key_bytes, 0,
+                                codec.assemble(time, key_object, prior, None, 0, latest))
             else:
-                self._put(ENTRY_PREFIX + key_bytes,  # type: ignore[misc]
-                          codec.updated(record, latest, None))
+                self._put(key, codec.updated(record, latest, None))  # type: ignore[misc]
                 self._wrote(1)
             del staged[key_bytes]
 
-    def _update_on_disk(self, key_bytes: bytes, record: bytes, new: Any, old: Any,
-                        context: RecordContext) -> None:
+    def _disk_key(self, time: int, key_bytes: bytes) -> bytes:
+        """Where the record of a key (buffered at ``time``) is on disk."""
+        return order_key(time, key_bytes) if self._keyed else ENTRY_PREFIX + key_bytes
+
+    def _update_on_disk(self, disk_key: bytes, key_bytes: bytes, record: bytes, new: Any,
+                        old: Any, context: RecordContext) -> None:
         """Rewrite a spilled entry's record with its latest change (the rest is copied)."""
         codec = self._codec
         if self._track_bytes:
@@ -297,7 +321,7 @@ class SpillingBuffer:
             self._disk_bytes += size - previous
         else:
             record = codec.updated(record, codec.latest(new, old, context), None)
-        self._put(ENTRY_PREFIX + key_bytes, record)  # type: ignore[misc]
+        self._put(disk_key, record)  # type: ignore[misc]
         self._wrote(1)
 
     def _size_of(self, key_bytes: bytes, prior: Any, old: Any, new: Any,
@@ -333,7 +357,7 @@ class SpillingBuffer:
             order.pop()
             del memory[entry.key_bytes]
             self._memory_bytes -= entry.size
-            self._write_new(entry, record)
+            self._write_new(entry.time, entry.key_bytes, entry.size, record)
         self._reset_min()
 
     def _record(self, entry: BufferedEntry) -> bytes:
@@ -341,24 +365,27 @@ class SpillingBuffer:
         prior_bytes = self._bytes_of(entry.prior) if self._track_bytes else None
         return self._codec.record(entry, prior_bytes)
 
-    def _write_new(self, entry: BufferedEntry, record: bytes) -> None:
-        """Write ``entry``, encoded as ``record``, to the disk tier (it is in neither tier)."""
+    def _write_new(self, time: int, key_bytes: bytes, size: int, record: bytes) -> None:
+        """Write an entry (in neither tier), encoded as ``record``, to the disk tier."""
         store = self._store
         if store is None:
             store = self._store = self._backend.open_store()
             self._get = store.get
             self._put = store.put
-        order = order_key(entry.time, entry.key_bytes)
-        store.put(entry_key(entry.key_bytes), record)
-        store.put(order, b"")
+        order = order_key(time, key_bytes)
+        if self._keyed:
+            store.put(order, record)
+        else:
+            store.put(ENTRY_PREFIX + key_bytes, record)
+            store.put(order, b"")
         self._disk_count += 1
-        self._disk_bytes += entry.size
+        self._disk_bytes += size
         head = self._disk_head
         if head is None or order < head:
             self._disk_head = order
             if not self._memory:
-                self._min = entry.time
-        self._wrote(2)
+                self._min = time
+        self._wrote(1 if self._keyed else 2)
 
     def _refill(self) -> None:
         """Move the disk tier's first entries up to the (empty) memory tier, while they fit.
@@ -394,17 +421,18 @@ class SpillingBuffer:
         self._flush()
         store = self._store
         assert store is not None and self._disk_head is not None
-        return _DiskReader(store, self._disk_head, self.REFILL_BATCH)
+        return _DiskReader(store, self._disk_head, self.REFILL_BATCH, self._keyed)
 
     def _remove_from_disk(self, order: bytes, size: int) -> None:
         """Delete a disk entry (the caller fixes the disk head)."""
         store = self._store
         assert store is not None
-        store.delete(entry_key(order[_SKIP:]))
         store.delete(order)
+        if not self._keyed:
+            store.delete(ENTRY_PREFIX + order[_SKIP:])
         self._disk_count -= 1
         self._disk_bytes -= size
-        self._wrote(2)
+        self._wrote(1 if self._keyed else 2)
 
     def _wrote(self, n: int) -> None:
         """Count ``n`` store writes; commit once :attr:`COMMIT_EVERY` are pending."""
@@ -526,7 +554,8 @@ class SpillingBuffer:
         if entry is not None or not self._disk_count:
             return entry
         self._flush()
-        record = self._get(entry_key(key_bytes))  # type: ignore[misc]
+        time = 0 if self._time_of is None else self._time_of(key)
+        record = self._get(self._disk_key(time, key_bytes))  # type: ignore[misc]
         return None if record is None else self._codec.entry(key_bytes, record)
 
     def __contains__(self, key: object) -> bool:
@@ -550,7 +579,7 @@ class SpillingBuffer:
     def _disk_entries(self) -> Iterator[BufferedEntry]:
         store = self._store
         assert store is not None
-        reader = _DiskReader(store, ORDER_START, self.REFILL_BATCH)
+        reader = _DiskReader(store, ORDER_START, self.REFILL_BATCH, self._keyed)
         entry = self._codec.entry
         while (head := reader.head) is not None:
             yield entry(head[0][_SKIP:], head[1])
@@ -647,9 +676,17 @@ class SpillingBuffer:
             assert self._disk_count == 0 and self._disk_head is None
             return
         orders = [o for o, _ in store.items(ORDER_START, ORDER_END)]
-        records = {k[1:]: v for k, v in store.items(entry_key(b""), ORDER_START)}
-        assert [k for k, _ in store.items()] == sorted(
-            [entry_key(k) for k in records] + orders), "foreign keys in the store"
+        time_of = self._time_of
+        if time_of is not None:
+            records = {o[_SKIP:]: v for o, v in store.items(ORDER_START, ORDER_END)}
+            assert [k for k, _ in store.items()] == orders, "foreign keys in the store"
+            for o in orders:
+                key = self._codec.entry(o[_SKIP:], records[o[_SKIP:]]).key
+                assert time_of(key) == time_of_order(o), "an entry not at its key's time"
+        else:
+            records = {k[1:]: v for k, v in store.items(ENTRY_PREFIX, ORDER_START)}
+            assert [k for k, _ in store.items()] == sorted(
+                [ENTRY_PREFIX + k for k in records] + orders), "foreign keys in the store"
         assert len(orders) == len(records) == self._disk_count, "disk count drifted"
         assert sorted(o[_SKIP:] for o in orders) == sorted(records), "disk areas disagree"
         assert self._disk_head == (orders[0] if orders else None), "stale disk head"
@@ -675,11 +712,12 @@ class _DiskReader:
     nothing else meanwhile.
     """
 
-    __slots__ = ("_store", "_orders", "_batch", "_size", "_position", "head")
+    __slots__ = ("_store", "_items", "_keyed", "_batch", "_size", "_position", "head")
 
-    def __init__(self, store: OrderedByteStore, start: bytes, batch: int) -> None:
+    def __init__(self, store: OrderedByteStore, start: bytes, batch: int, keyed: bool) -> None:
         self._store = store
-        self._orders = (order for order, _ in store.items(start, ORDER_END))
+        self._items = store.items(start, ORDER_END)
+        self._keyed = keyed  # the order area's values are the records
         self._size = batch
         self._batch: list[tuple[bytes, bytes]] = []
         self._position = 0
@@ -694,13 +732,15 @@ class _DiskReader:
         """
         self._position += 1
         if self._position >= len(self._batch):
-            orders = list(islice(self._orders, self._size))
-            records = self._store.multi_get([entry_key(order[_SKIP:]) for order in orders])
-            batch = []
-            for order, record in zip(orders, records, strict=True):
-                if record is None:
-                    raise SpillFormatError(f"the spill store lost the entry of {order!r}")
-                batch.append((order, record))
+            batch = list(islice(self._items, self._size))
+            if not self._keyed:
+                records = self._store.multi_get(
+                    [ENTRY_PREFIX + order[_SKIP:] for order, _ in batch])
+                for i, record in enumerate(records):
+                    if record is None:
+                        raise SpillFormatError(
+                            f"the spill store lost the entry of {batch[i][0]!r}")
+                    batch[i] = (batch[i][0], record)
             self._batch, self._position = batch, 0
         if self._position < len(self._batch):
             self.head = self._batch[self._position]

@@ -2,7 +2,9 @@
 
 **Order key** (:func:`order_key`): ``b"o" | time | key bytes``, ``time`` 8 bytes big-endian
 with the sign bit flipped, so byte order is ``(buffer time, key bytes)`` order, numeric for
-the time and unsigned for the key.
+the time and unsigned for the key. When a key's buffer time is a function of the key (final
+results), the order key's value is the entry's record; otherwise it is empty and the record
+is under ``b"e" | key bytes`` (:data:`ENTRY_PREFIX`).
 
 **Entry record** (:class:`RecordCodec`), version 1, integers big-endian and signed::
 
@@ -37,13 +39,13 @@ from .errors import SuppressError
 
 __all__ = ("ENTRY_PREFIX", "FORMAT_VERSION", "ORDER_END", "ORDER_KEY_PREFIX_LEN", "ORDER_START",
            "RecordCodec", "SpillFormatError",
-           "entry_key", "order_key", "record_size", "time_of_order")
+           "order_key", "record_size", "time_of_order")
 
 FORMAT_VERSION: Final = 1
 """The record format this module writes and reads."""
 
 ENTRY_PREFIX: Final = b"e"
-"""First byte of an entry key: ``b"e" + key bytes``."""
+"""First byte of an entry key: ``b"e" + key bytes`` (the two-area layout)."""
 ORDER_START: Final = b"o"
 """First byte of an order key; every order key is in ``[ORDER_START, ORDER_END)``."""
 ORDER_END: Final = b"p"
@@ -89,11 +91,6 @@ def time_of_order(order: bytes) -> int:
     """
     value: int = _TIME.unpack_from(order, 1)[0]
     return value - _SIGN
-
-
-def entry_key(key_bytes: bytes) -> bytes:
-    """The key of an entry's record: ``b"e" + key bytes``."""
-    return ENTRY_PREFIX + key_bytes
 
 
 def record_size(record: bytes) -> int:

@@ -17,10 +17,10 @@ from suppress.errors import InvalidSuppressionError
 from suppress.processor import SuppressProcessor
 from suppress.spill import SpillBackend, SpillingBuffer
 from suppress.spill_record import (
+    ENTRY_PREFIX,
     FORMAT_VERSION,
     RecordCodec,
     SpillFormatError,
-    entry_key,
     order_key,
     time_of_order,
 )
@@ -275,6 +275,26 @@ def test_the_disk_tier_lives_in_a_rocksdb_keyspace(tmp_path) -> None:
         assert list(keyspace.items()) == []
 
 
+def test_with_times_a_function_of_the_key_the_disk_tier_is_one_area(tmp_path) -> None:
+    def time_of(key: bytes) -> int:
+        return key[0] % 3
+
+    store = SortedByteStore()
+    backend = SpillBackend(store.open, store.commit, codec.encode, codec.decode)
+    buf = SpillingBuffer(bytes, bytes, 1, None, backend, time_of=time_of)
+    buf.STAGE_LIMIT = 2
+    for i, key in enumerate([b"a", b"b", b"c", b"d", b"b", b"e", b"a", b"c"]):
+        buf.put(time_of(key), key, b"%d" % i, b"%d" % (i - 1), ctx(i))
+        buf._check()
+    assert buf.num_records == 5 and all(k.startswith(b"o") for k in store.data)
+    assert len(store.data) == buf.disk_records == 4
+    assert buf.prior_value(b"c") == (True, b"1")  # its first put's old value, from disk
+    assert [(e.time, e.key, e.new) for e in buf] == [
+        (0, b"c", b"7"), (1, b"a", b"6"), (1, b"d", b"3"), (2, b"b", b"4"), (2, b"e", b"5")]
+    assert [e[1] for e in drain(buf)] == [b"c", b"a", b"d", b"b", b"e"]
+    assert store.data == {}
+
+
 def test_the_engine_needs_a_disk_tier_for_spill_configs() -> None:
     suppressed = Suppressed.until_window_closes(
         BufferConfig.max_records(2).spill_to_disk_when_full())
@@ -368,5 +388,5 @@ def test_order_keys_sort_by_time_numerically_then_by_key_bytes_unsigned() -> Non
     keys = [order_key(t, k) for t, k in pairs]
     assert keys == sorted(keys)
     assert [time_of_order(k) for k in keys] == [t for t, _ in pairs]
-    assert all(not key.startswith(entry_key(b"")) for key in keys)
+    assert all(not key.startswith(ENTRY_PREFIX) for key in keys)
     assert struct.unpack(">Q", order_key(0, b"")[1:9])[0] == 1 << 63

@@ -5,7 +5,9 @@ change, prior, context and size) and every figure (count, bytes, smallest time, 
 values, the entries in order) must be equal. The bounds, the batch sizes and whether bytes
 are tracked are drawn, small, so that entries move between the tiers all the time; after
 each step ``_check()`` holds (memory within its bounds, a prefix of the order, the disk areas
-consistent). One machine runs over a ``SortedByteStore``, one over a RocksDB keyspace.
+consistent). Machines run over a ``SortedByteStore`` and over a RocksDB keyspace, with buffer
+times drawn per put (time limits: two disk areas) or a function of the key (final results:
+one area).
 """
 
 from __future__ import annotations
@@ -29,12 +31,18 @@ VALUES = st.none() | st.binary(max_size=6)
 HEADERS = st.sampled_from([(), (("h", b"1"),), (("h", None), ("é", b"xyz"))])
 
 
+def key_time(key: bytes) -> int:
+    """A buffer time that is a function of the key, as a window's end is."""
+    return (len(key) * 7 + (key[0] if key else 0)) % 21
+
+
 def _seen(entry) -> tuple:
     return (entry.time, entry.key, entry.new, entry.old, entry.prior, entry.context)
 
 
 class SpillMachine(RuleBasedStateMachine):
     rocksdb = False
+    keyed = False  # times are key_time(key): the one-area layout
 
     def __init__(self) -> None:
         super().__init__()
@@ -54,7 +62,8 @@ class SpillMachine(RuleBasedStateMachine):
             store = SortedByteStore()
             backend = SpillBackend(store.open, store.commit, codec.encode, codec.decode)
         self.track = track or size is not None
-        self.spill = SpillingBuffer(bytes, bytes, records, size, backend, track_bytes=track)
+        self.spill = SpillingBuffer(bytes, bytes, records, size, backend, track_bytes=track,
+                                    time_of=key_time if self.keyed else None)
         self.spill.STAGE_LIMIT = stage
         self.spill.REFILL_BATCH = batch
         self.spill.COMMIT_EVERY = commit_every
@@ -74,6 +83,8 @@ class SpillMachine(RuleBasedStateMachine):
     @rule(time=st.integers(0, 20), key=KEYS, new=VALUES, old=VALUES, ts=st.integers(0, 50),
           topic=st.sampled_from(["", "t", "tópic"]), headers=HEADERS)
     def put(self, time, key, new, old, ts, topic, headers) -> None:
+        if self.keyed:
+            time = key_time(key)
         ctx = RecordContext(ts, ts, topic, 0, headers)
         self.spill.put(time, key, new, old, ctx)
         self.ref.put(time, key, new, old, ctx)
@@ -121,7 +132,7 @@ class SpillMachine(RuleBasedStateMachine):
 
 
 TestSpillMachine = SpillMachine.TestCase
-TestSpillMachine.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
+TestSpillMachine.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
 
 
 class RocksDBSpillMachine(SpillMachine):
@@ -129,5 +140,24 @@ class RocksDBSpillMachine(SpillMachine):
 
 
 TestRocksDBSpillMachine = RocksDBSpillMachine.TestCase
-TestRocksDBSpillMachine.settings = settings(max_examples=40, stateful_step_count=40,
+TestRocksDBSpillMachine.settings = settings(max_examples=20, stateful_step_count=40,
                                             deadline=None)
+
+
+class KeyedSpillMachine(SpillMachine):
+    keyed = True
+
+
+TestKeyedSpillMachine = KeyedSpillMachine.TestCase
+TestKeyedSpillMachine.settings = settings(max_examples=200, stateful_step_count=40,
+                                          deadline=None)
+
+
+class KeyedRocksDBSpillMachine(SpillMachine):
+    keyed = True
+    rocksdb = True
+
+
+TestKeyedRocksDBSpillMachine = KeyedRocksDBSpillMachine.TestCase
+TestKeyedRocksDBSpillMachine.settings = settings(max_examples=20, stateful_step_count=40,
+                                                 deadline=None)
