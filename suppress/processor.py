@@ -236,7 +236,8 @@ class SuppressProcessor:
         self.buffer.put(ts if time_of is None else time_of(key), key, new, old, context)
         if self._debug:
             self.metrics.sample()
-        self._enforce()
+        if self._bounded or self.is_due(self._min_time(), self.delay_ms, self.stream_time):
+            self._enforce()
 
     def _enforce(self) -> None:
         """Evict what is due by time, then apply the buffer-full strategy."""

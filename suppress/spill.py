@@ -84,6 +84,7 @@ class _Staged(NamedTuple):
     key: Any
     prior: Any
     latest: bytes
+    order: bytes  # the order key at ``time``
 
 
 class OrderedByteStore(Protocol):
@@ -252,11 +253,14 @@ class SpillingBuffer:
             if put is not None:
                 staged[key_bytes] = put._replace(latest=self._codec.latest(new, old, context))
                 return
-            if self._stage and order_key(time, key_bytes) >= self._disk_head:  # type: ignore[operator]
-                staged[key_bytes] = _Staged(time, key, old, self._codec.latest(new, old, context))
-                if len(staged) >= self.STAGE_LIMIT:
-                    self._flush()
-                return
+            if self._stage:
+                order = order_key(time, key_bytes)
+                if order >= self._disk_head:  # type: ignore[operator]
+                    staged[key_bytes] = _Staged(time, key, old,
+                                                self._codec.latest(new, old, context), order)
+                    if len(staged) >= self.STAGE_LIMIT:
+                        self._flush()
+                    return
             disk_key = self._disk_key(time, key_bytes)
             record = self._get(disk_key)  # type: ignore[misc]
             if record is not None:
@@ -266,9 +270,11 @@ class SpillingBuffer:
         if self._track_bytes:
             entry.size = self._size_of(key_bytes, old, old, new, context)
         head = self._disk_head
-        if head is not None and order_key(time, key_bytes) > head:
-            self._write_new(time, key_bytes, entry.size, self._record(entry))
-            return
+        if head is not None:
+            order = order_key(time, key_bytes)
+            if order > head:
+                self._write_new(time, key_bytes, entry.size, self._record(entry), order)
+                return
         self._memory[key_bytes] = entry
         self._order.add((time, key_bytes))
         self._memory_bytes += entry.size
@@ -290,16 +296,17 @@ class SpillingBuffer:
         staged = self._staged
         if not staged:
             return
-        disk_key = self._disk_key
-        keys = sorted((disk_key(put.time, key_bytes), key_bytes)
-                      for key_bytes, put in staged.items())
+        if self._keyed:
+            keys = sorted((put.order, key_bytes) for key_bytes, put in staged.items())
+        else:
+            keys = [(ENTRY_PREFIX + key_bytes, key_bytes) for key_bytes in sorted(staged)]
         records = self._store.multi_get([k for k, _ in keys])  # type: ignore[union-attr]
         codec = self._codec
         for (key, key_bytes), record in zip(keys, records, strict=True):
-            time, key_object, prior, latest = staged[key_bytes]
+            time, key_object, prior, latest, order = staged[key_bytes]
             if record is None:
                 self._write_new(time, key_bytes, 0,
-                                codec.assemble(time, key_object, prior, None, 0, latest))
+                                codec.assemble(time, key_object, prior, None, 0, latest), order)
             else:
                 self._put(key, codec.updated(record, latest, None))  # type: ignore[misc]
                 self._wrote(1)
@@ -365,14 +372,19 @@ class SpillingBuffer:
         prior_bytes = self._bytes_of(entry.prior) if self._track_bytes else None
         return self._codec.record(entry, prior_bytes)
 
-    def _write_new(self, time: int, key_bytes: bytes, size: int, record: bytes) -> None:
-        """Write an entry (in neither tier), encoded as ``record``, to the disk tier."""
+    def _write_new(self, time: int, key_bytes: bytes, size: int, record: bytes,
+                   order: bytes | None = None) -> None:
+        """Write an entry (in neither tier), encoded as ``record``, to the disk tier.
+
+        ``order``: its order key, if the caller has it.
+        """
         store = self._store
         if store is None:
             store = self._store = self._backend.open_store()
             self._get = store.get
             self._put = store.put
-        order = order_key(time, key_bytes)
+        if order is None:
+            order = order_key(time, key_bytes)
         if self._keyed:
             store.put(order, record)
         else:
@@ -671,6 +683,7 @@ class SpillingBuffer:
         assert not staged or self._disk_count, "staged puts with an empty disk tier"
         for key_bytes, put in staged.items():
             assert key_bytes not in memory and self._key_ser(put.key) == key_bytes, "staging"
+            assert put.order == order_key(put.time, key_bytes), "stale staged order key"
         store = self._store
         if store is None:
             assert self._disk_count == 0 and self._disk_head is None
