@@ -122,8 +122,8 @@ class SpillBackend:
 
     :param open_store: opens the buffer's own, empty store; called once, at the first spill.
     :param commit: makes the store's pending writes durable (and frees their memory).
-    :param encode: bytes of a key or value object, a tuple of them, ints, strs, bytes and
-        ``None``; raises for a value it cannot write.
+    :param encode: bytes of a key or value (the record writes ``None``, 64-bit ints, ``str``
+        and ``bytes`` itself, and hands anything else here); raises for one it cannot write.
     :param decode: the object :attr:`encode` wrote.
     """
 
