@@ -1,8 +1,9 @@
 """Fused final results: a time-windowed aggregation and its ``until_window_closes``.
 
 When a windowed aggregation's only child is a final-results suppression that shuts down when
-full (unbounded included), the task runs both as one step (``fuse=True``, the default; the
-driver's ``fuse_final_results`` config turns it off). The step is an implementation of the
+full (unbounded included; one that spills to disk runs on its own, its buffer partly on disk),
+the task runs both as one step (``fuse=True``, the default; the driver's
+``fuse_final_results`` config turns it off). The step is an implementation of the
 two processors, not a second semantics: per window update, in the same order as the separate
 path,
 
@@ -63,7 +64,10 @@ LONG_MAX = 2**63 - 1
 
 
 def can_fuse(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
-    """Whether ``aggregate`` -> ``child`` can run fused (see the module docstring)."""
+    """Whether ``aggregate`` -> ``child`` can run fused (see the module docstring).
+
+    Not for ``spill_to_disk_when_full()``: the fused buffer is a dict of tuples in memory.
+    """
     if not isinstance(aggregate, WindowedAggregateProcessor):
         return False
     if not isinstance(child, SuppressNodeProcessor):
