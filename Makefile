@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
-.PHONY: example example-driver test lint bench bench-spark java clean
+.PHONY: example example-driver test test-slow lint bench bench-spark java clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; Python 3.11 is required" >&2; exit 1; }
@@ -34,6 +34,10 @@ test: $(STAMP) java
 	$(PY) -m mypy --strict suppress
 	$(PY) -m mypy topology
 	$(PY) -m pytest
+
+# The 200-kill crash runs (a few minutes each); `make test` runs their 20-kill versions.
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
