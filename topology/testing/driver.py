@@ -396,22 +396,6 @@ class TopologyTestDriver:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    # -- commit: MINIMAL IN-PROCESS STAND-IN (spark branch) ------------------------------------
-    # The durable-state work replaces this block with commits of stores, buffers, offsets,
-    # outputs and meta under state_dir. Here only the meta is kept, in memory: nothing
-    # survives the process. topology.spark relies on exactly these two methods (and on
-    # __init__'s state_dir keyword).
-
-    def commit(self, meta: Mapping[str, bytes]) -> None:
-        """Commit the task's state together with ``meta`` (stand-in: keeps ``meta`` only)."""
-        committed: dict[str, bytes] = self.__dict__.setdefault("_committed_meta", {})
-        committed.update(meta)
-
-    def committed_meta(self, name: str) -> bytes | None:
-        """The value of ``name`` in the last commit's meta, ``None`` if never committed."""
-        committed: dict[str, bytes] = self.__dict__.get("_committed_meta", {})
-        return committed.get(name)
-
 
 def _steps(serializer: Callable[[Any], Any] | None, topic_serde: Serde[Any] | None,
            source_serde: Serde[Any] | None, topic: str, part: str
