@@ -136,8 +136,11 @@ def test_commit_meta_is_atomic_with_the_state(tmp_path: Path) -> None:
     with TopologyTestDriver(topology(), state_dir=tmp_path) as driver:
         assert driver.committed_meta("batch") == b"7"
         assert driver.committed_meta("other") is None
-    with TopologyTestDriver(topology()) as plain, pytest.raises(ValueError, match="state_dir"):
+    with TopologyTestDriver(topology()) as plain:
         plain.commit({"batch": b"1"})
+        assert plain.committed_meta("batch") == b"1"
+        with pytest.raises(ValueError, match="bytes"):
+            plain.commit({"batch": "1"})  # type: ignore[dict-item]
 
 
 def test_state_directory_is_owner_only_and_stores_are_persistent(tmp_path: Path) -> None:

@@ -126,13 +126,15 @@ class Task:
         step; a task created on the same directory continues from the last commit.
     :param commit_interval_records: with a ``state_dir``, :meth:`process_batch` commits after
         every this many records (and every call commits when it returns).
+    :param auto_commit: ``False``: a durable task commits only when :meth:`commit` is called.
     """
 
     def __init__(self, topology: Topology, clock: Clock, output: Output,
                  application_id: str, *, debug_metrics: bool = False, fuse: bool = True,
                  max_feedback_records: int = DEFAULT_MAX_FEEDBACK_RECORDS,
                  state_dir: str | os.PathLike[str] | None = None,
-                 commit_interval_records: int = DEFAULT_COMMIT_INTERVAL_RECORDS) -> None:
+                 commit_interval_records: int = DEFAULT_COMMIT_INTERVAL_RECORDS,
+                 auto_commit: bool = True) -> None:
         if type(max_feedback_records) is not int or max_feedback_records < 1:
             raise ValueError(f"max_feedback_records must be a positive int, "
                              f"got {max_feedback_records!r}")
@@ -145,6 +147,7 @@ class Task:
         self.durable = self.state.durable
         """Whether the state outlives the task (a ``state_dir``): see :meth:`commit`."""
         self.commit_interval_records = commit_interval_records
+        self.auto_commit = auto_commit
         self.commit_meta: Callable[[], Mapping[bytes, bytes | None]] | None = None
         """Called at each commit for more meta entries to commit (the driver's outputs)."""
         self.committed_offsets: dict[str, int] = {}
@@ -271,7 +274,7 @@ class Task:
             raise
         if self._queue:
             self._drain()
-        self.commit()
+        self._commit_call()
 
     def _process_one(self, topic: str, key: Any, value: Any, timestamp: int,
                      headers: Headers) -> None:
@@ -314,9 +317,9 @@ class Task:
         :raises ValueError: for a timestamp that is not a non-negative int; the records
             before it have been processed.
         """
-        if not self.durable:
+        if not (self.durable and self.auto_commit):
             self._process_batch(topic, records, other, codec)
-            self.state.commit()
+            self._commit_call()
             return
         it = iter(records)
         while chunk := list(itertools.islice(it, self.commit_interval_records)):
@@ -578,7 +581,7 @@ class Task:
             self._fail(exc, None, None, None, None, None)
             raise
         self._drain()
-        self.commit()
+        self._commit_call()
 
     # -- stores --------------------------------------------------------------------------------
 
@@ -711,6 +714,13 @@ class Task:
             entries.update(meta)
         self.state.commit(entries)
         self.committed_offsets = dict(self._offsets)
+
+    def _commit_call(self) -> None:
+        """The commit at the end of a call: unless ``auto_commit`` is off for a durable task."""
+        if not self.durable:
+            self.state.commit()
+        elif self.auto_commit:
+            self.commit()
 
     def read_meta(self, key: bytes) -> bytes | None:
         """A committed meta entry of the state directory, ``None`` if absent."""

@@ -11,7 +11,7 @@ committed), so every record's effect is applied exactly once.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -28,9 +28,6 @@ __all__ = ("BatchProgress", "ForeachBatchRunner")
 
 BATCH_ID_META = "topology.spark.batch_id"
 """The commit meta entry holding the last committed batch id (ASCII digits)."""
-OPEN_BATCH_META = "topology.spark.open_batch"
-"""The commit meta entry of the batch being processed: JSON ``{"batch_id": id, "start":
-{topic: input offset}}``, committed before its first record; empty once the batch is done."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +42,6 @@ class BatchProgress:
     """Records handed to each sink (and dropped for each ignored topic)."""
     seconds: float = 0.0
     """Wall time of the call: transfer, processing, sinks and commit."""
-    resumed: int = 0
-    """Records of this batch that were processed (and committed) before a crash, and were
-    not processed again: the batch was delivered again after a restart."""
 
 
 class ForeachBatchRunner:
@@ -77,13 +71,10 @@ class ForeachBatchRunner:
     serde cannot read, a null timestamp) is raised before any record of it is processed, and
     the runner stays usable. An error after processing began (in user code, a full buffer, a
     sink) stops the runner: the call raises, the runner releases ``state_dir`` without
-    committing anything more, and every later call raises :class:`RuntimeError`. Restart the
-    query with a new runner on the same ``state_dir``: Spark delivers the failed batch again,
-    and the runner resumes from the last commit. The driver commits while a batch is piped,
-    so part of the batch may be committed already: those records are not processed again
-    (:attr:`BatchProgress.resumed` counts them), and the outputs they produced, kept unread
-    in ``state_dir``, reach the sinks with the rest of the batch. Without a ``state_dir``
-    nothing survives: a new runner starts from scratch.
+    committing anything of the batch, and every later call raises :class:`RuntimeError`.
+    Restart the query with a new runner on the same ``state_dir``: it resumes from the last
+    commit, Spark delivers the failed batch again, and the result is that of one run without
+    the failure. Without a ``state_dir`` nothing survives: a new runner starts from scratch.
     """
 
     def __init__(self, topology: Topology, state_dir: str | os.PathLike[str] | None = None,
@@ -128,9 +119,10 @@ class ForeachBatchRunner:
                           for node in topology.nodes
                           if node.kind == "source" and node.consumed is not None
                           for topic in node.topics}
-        self._durable = state_dir is not None
-        self._done: int | None = None  # the last batch id, without a state_dir
-        self._driver = TopologyTestDriver(topology, config, state_dir=state_dir)
+        # The batch is the unit of work: its state, the outputs read and its id commit
+        # together, in the runner's commit; the driver commits nothing on its own.
+        self._driver = TopologyTestDriver(topology, {**(config or {}), "auto_commit": False},
+                                          state_dir=state_dir)
         self._inputs = {t: self._driver.create_input_topic(t) for t in self._sources}
         self._outputs = {t: self._driver.create_output_topic(t) for t in sorted(outputs)}
         self._broken: str | None = None
@@ -140,8 +132,6 @@ class ForeachBatchRunner:
     @property
     def committed_batch_id(self) -> int | None:
         """The last committed batch id, ``None`` before the first commit."""
-        if not self._durable:
-            return self._done
         data = self._driver.committed_meta(BATCH_ID_META)
         return None if data is None else int(data.decode("ascii"))
 
@@ -167,9 +157,6 @@ class ForeachBatchRunner:
         table = batch_df.select(*[col(_quoted(name)) for name in batch_plan.selected]
                                 ).toArrow()
         runs = batch_plan.decode(table, self._sources, self._consumed)
-        done = self._begin(batch_id)
-        if done:
-            runs = _without_processed(runs, done)
         try:
             for topic, records in runs:
                 self._inputs[topic].pipe_records(records)
@@ -183,65 +170,18 @@ class ForeachBatchRunner:
                     sink._write(records_out, batch_id, session)
                 elif sink is not None:
                     sink(records_out, batch_id)
-            if self._durable:
-                self._driver.commit({BATCH_ID_META: str(batch_id).encode("ascii"),
-                                     OPEN_BATCH_META: b""})
-            else:
-                self._done = batch_id
+            self._driver.commit({BATCH_ID_META: str(batch_id).encode("ascii")})
         except BaseException as exc:
             self._broken = (
                 f"batch {batch_id} failed after its records began to be processed "
                 f"({type(exc).__name__}: {exc}), so this runner stopped; restart with a new "
                 f"ForeachBatchRunner on the same state_dir: it resumes from the last commit, "
                 f"and Spark delivers the batch again")
-            self._abandon()
+            with contextlib.suppress(Exception):  # the batch's error is the one to see
+                self._driver.close()  # releases state_dir; commits nothing (no auto-commit)
             raise
         self.last_progress = BatchProgress(batch_id, False, table.num_rows, counts,
-                                           time.perf_counter() - started, sum(done.values()))
-
-    def _begin(self, batch_id: int) -> dict[str, int]:
-        """Mark ``batch_id`` open; per topic, how many of its records a crash left processed.
-
-        The driver commits while a batch is piped (every call, and within long calls), so a
-        crash can leave part of a batch committed. The open-batch entry, committed first,
-        holds the input offsets where the batch began: when Spark delivers the batch again,
-        the records up to the committed offsets are skipped, and the outputs they produced
-        (kept unread by the driver) go to the sinks with the rest.
-
-        :raises RuntimeError: if another batch is open (the state and the checkpoint do not
-            belong together).
-        """
-        if not self._durable:
-            return {}
-        driver = self._driver
-        data = driver.committed_meta(OPEN_BATCH_META)
-        if data:
-            open_batch = json.loads(data)
-            if open_batch["batch_id"] != batch_id:
-                raise RuntimeError(
-                    f"the state_dir has batch {open_batch['batch_id']} half processed, and "
-                    f"Spark delivers batch {batch_id}: the state_dir and the query's "
-                    f"checkpoint do not belong together")
-            offsets = driver.committed_offsets()
-            return {topic: offsets.get(topic, 0) - start
-                    for topic, start in open_batch["start"].items()
-                    if offsets.get(topic, 0) > start}
-        start = driver.committed_offsets()
-        driver.commit({OPEN_BATCH_META: json.dumps(
-            {"batch_id": batch_id, "start": start}, sort_keys=True).encode("ascii")})
-        return {}
-
-    def _abandon(self) -> None:
-        """Close the driver after a failure without committing anything more."""
-        driver = self._driver
-        if not self._durable or driver.failure is not None:
-            driver.close()  # a failed task commits nothing when it closes
-            return
-        # A clean close commits the read positions of the output topics, but this batch's
-        # outputs did not all reach their sinks; the driver has no close without a commit, so
-        # its task is closed directly and the outputs stay unread in the state directory.
-        driver._closed = True
-        driver._task.close()
+                                           time.perf_counter() - started)
 
     def metrics(self) -> dict[str, float]:
         """The task's metrics, as ``TopologyTestDriver.metrics()``.
@@ -264,21 +204,6 @@ class ForeachBatchRunner:
     def __repr__(self) -> str:
         return (f"ForeachBatchRunner(sources={sorted(self._sources)}, "
                 f"sinks={sorted(self._sinks)}, committed_batch_id={self.committed_batch_id})")
-
-
-def _without_processed(runs: list[tuple[str, list[tuple[Any, ...]]]], done: dict[str, int]
-                       ) -> list[tuple[str, list[tuple[Any, ...]]]]:
-    """``runs`` less the first ``done[topic]`` records of each topic (processed already)."""
-    left = dict(done)
-    out = []
-    for topic, records in runs:
-        skip = left.get(topic, 0)
-        if skip >= len(records):
-            left[topic] = skip - len(records)
-            continue
-        left[topic] = 0
-        out.append((topic, records[skip:] if skip else records))
-    return out
 
 
 def _quoted(name: str) -> str:

@@ -32,7 +32,7 @@ __all__ = ("SuppressionBuffer", "TopologyTestDriver")
 
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
 _CONFIG_KEYS = frozenset({"application_id", "metrics_recording_level", "fuse_final_results",
-                          "max_feedback_records", "commit_interval_records"})
+                          "max_feedback_records", "commit_interval_records", "auto_commit"})
 _USER_META = b"user."
 """Prefix of the meta entries committed through :meth:`TopologyTestDriver.commit`."""
 
@@ -67,7 +67,10 @@ class TopologyTestDriver:
           it the record fails with :class:`~topology.errors.FeedbackLoopError` naming the
           cycle;
         - ``commit_interval_records``: with a ``state_dir``, ``pipe_records`` commits after
-          every this many records (default 10,000); every call commits when it returns.
+          every this many records (default 10,000); every call commits when it returns;
+        - ``auto_commit``: ``False`` commits only when :meth:`commit` is called (not after
+          each call, not at :meth:`close`), so that a caller can commit a unit of work of its
+          own (a Spark micro-batch with its id) atomically (default ``True``).
     :param state_dir: makes the driver durable, as a Kafka Streams application with
         exactly-once processing: stores default to RocksDB, and every call that pipes input
         or advances time ends with one atomic commit of the stores, the suppression buffers,
@@ -112,6 +115,10 @@ class TopologyTestDriver:
         fuse = config.get("fuse_final_results", True)
         if type(fuse) is not bool:
             raise ValueError(f"fuse_final_results must be True or False, got {fuse!r}")
+        auto_commit = config.get("auto_commit", True)
+        if type(auto_commit) is not bool:
+            raise ValueError(f"auto_commit must be True or False, got {auto_commit!r}")
+        self._meta: dict[str, bytes] = {}
         start = SystemClock().now_ms() if initial_wall_clock_ms is None else initial_wall_clock_ms
         self._clock = MockClock(start)
         self._outputs: dict[str, deque[Any]] = {}
@@ -123,7 +130,8 @@ class TopologyTestDriver:
                                                           DEFAULT_MAX_FEEDBACK_RECORDS),
                           state_dir=state_dir,
                           commit_interval_records=config.get(
-                              "commit_interval_records", DEFAULT_COMMIT_INTERVAL_RECORDS))
+                              "commit_interval_records", DEFAULT_COMMIT_INTERVAL_RECORDS),
+                          auto_commit=auto_commit)
         if self._task.durable:
             try:
                 self._restore_outputs()
@@ -270,29 +278,29 @@ class TopologyTestDriver:
     def commit(self, meta: Mapping[str, bytes] | None = None) -> None:
         """Commit now, with ``meta`` entries of the caller's (e.g. the last batch processed).
 
-        Every call that pipes input or advances time commits when it returns; this adds the
-        caller's entries to that atomic step (read them back with :meth:`committed_meta`,
-        after a restart too). Without a ``state_dir`` only the on-disk state's pending
-        writes are committed, and ``meta`` is refused.
+        Unless ``auto_commit`` is off, every call that pipes input or advances time commits
+        when it returns; this commits now and adds the caller's entries to that atomic step
+        (read them back with :meth:`committed_meta`, after a restart too). Without a
+        ``state_dir`` nothing survives the driver: the entries are kept in memory.
 
-        :raises ValueError: for ``meta`` without a ``state_dir``, or a value that is not bytes.
+        :raises ValueError: for a meta value that is not bytes.
         :raises TaskFailedError: if the task failed (nothing of the failed call is committed).
         """
         if self._closed:
             raise RuntimeError("the driver is closed")
         entries: dict[bytes, bytes | None] = {}
         for name, value in (meta or {}).items():
-            if not self._task.durable:
-                raise ValueError("commit(meta=...) needs a driver with a state_dir")
             if not isinstance(value, bytes):
                 raise ValueError(f"meta {name!r} must be bytes, got {type(value).__name__}")
             entries[_USER_META + name.encode()] = value
         self._task.commit(entries)
+        if not self._task.durable:
+            self._meta.update(meta or {})
 
     def committed_meta(self, name: str) -> bytes | None:
         """The entry ``name`` of the last :meth:`commit` that gave one, ``None`` if none did."""
         if not self._task.durable:
-            return None
+            return self._meta.get(name)
         return self._task.read_meta(_USER_META + name.encode())
 
     def committed_offsets(self) -> dict[str, int]:
@@ -384,8 +392,9 @@ class TopologyTestDriver:
         if not self._closed:
             self._closed = True
             try:
-                if self._task.durable and self._task.failure is None:
-                    self._task.commit()  # a clean close keeps what was read as read
+                task = self._task
+                if task.durable and task.auto_commit and task.failure is None:
+                    task.commit()  # a clean close keeps what was read as read
             finally:
                 self._task.close()
 
