@@ -1,8 +1,9 @@
 """The suppression engine: hold back table updates and emit final or rate-limited results.
 
-Layering: this package depends only on the standard library and ``sortedcontainers``/
-``rocksdict``; it never imports ``topology``. ``topology`` adapts its records to
-:class:`~suppress.processor.SuppressProcessor`.
+Layering: this package depends only on the standard library and ``sortedcontainers``; it
+never imports ``topology``. ``topology`` adapts its records to
+:class:`~suppress.processor.SuppressProcessor`, and gives a spilling buffer its on-disk store
+and codec (:class:`~suppress.spill.SpillBackend`).
 
 Public names: :class:`Suppressed`, :class:`BufferConfig` (with the strict/eager kinds and
 :class:`BufferFullStrategy`) and :class:`BufferFullError`.

@@ -167,8 +167,10 @@ class SuppressProcessor:
                 raise InvalidSuppressionError(
                     f"{name}: spill_to_disk_when_full() needs a disk tier, and none was given "
                     "(a runtime gives one; the engine alone cannot)")
-            self.buffer = SpillingBuffer(key_serializer, value_serializer, cfg.records_limit,
-                                         cfg.bytes_limit, spill, track_bytes=track_bytes)
+            self.buffer = SpillingBuffer(
+                key_serializer, value_serializer, cfg.records_limit, cfg.bytes_limit, spill,
+                track_bytes=track_bytes,
+                time_of=buffer_time_of if self._final else None)  # a window's end
             self._bounded = False  # never over a limit: the overflow is on disk
             self._index: dict[Any, BufferedEntry] = {}  # the fast path below does not run
             self._fast_update = False
@@ -234,7 +236,8 @@ class SuppressProcessor:
         self.buffer.put(ts if time_of is None else time_of(key), key, new, old, context)
         if self._debug:
             self.metrics.sample()
-        self._enforce()
+        if self._bounded or self.is_due(self._min_time(), self.delay_ms, self.stream_time):
+            self._enforce()
 
     def _enforce(self) -> None:
         """Evict what is due by time, then apply the buffer-full strategy."""

@@ -9,77 +9,89 @@ practice a RocksDB keyspace (``topology`` hands one in; this package never impor
 **The tiers.** Entries are ordered by ``(buffer time, key bytes)`` as in every suppression
 buffer, and the memory tier always holds a *prefix* of that order: every entry in memory comes
 before every entry on disk. So the head (the next entry to evict) is in memory whenever memory
-holds anything, and eviction takes the memory tier's head, then, once memory is empty, moves
-the next run of entries up from disk (a range scan) and goes on. When a put takes the memory
-tier over a bound, its *newest* entries (the tail) go down to disk; a new key that sorts after
-the disk tier's first entry goes straight to disk. The two tiers never hold the same key.
+holds anything, and eviction takes the memory tier's head, then, once memory is empty, reads
+the disk tier in order, in batches, and evicts from there; at the end of an eviction an empty
+memory tier is filled up from the disk's head. When a put takes the memory tier over a bound,
+its *newest* entries (the tail) go down to disk; a new key that sorts after the disk tier's
+first entry goes straight to disk. The two tiers never hold the same key.
 
-**On disk.** One store, two areas, told apart by the first byte of a key:
+**On disk.** One store, two areas (:mod:`suppress.spill_record` has the byte layouts):
 
 - entries, ``b"e" + key bytes -> record``: found by key bytes, so an update to a spilled key
-  is one read and one write, in place;
-- order, ``b"o" + time + key bytes -> b""``: ``time`` is 8 bytes big-endian with the sign bit
-  flipped, so an ordered scan gives ``(buffer time, key bytes)`` order, bytes unsigned.
+  is one read and one write, in place, rewriting only the record's latest change;
+- order, ``b"o" + time + key bytes -> b""``: an ordered scan of this area gives
+  ``(buffer time, key bytes)`` order.
 
-A record is ``version (1 byte) | length of the stable part (4) | buffer time (8) | size (8) |
-stable | latest`` (integers big-endian, signed): the *stable* part (the key object, the prior
-value and, when bytes are tracked, the prior value's serialized bytes) is written once when the
-key enters the buffer and copied as is on update; the *latest* part holds the latest change
-and context ``(new, old, timestamp, offset, topic, partition, headers)``. Both parts are
-encoded by the injected codec (the state codec of ``topology``, which reads back the same
-Python objects and runs no code of the data's choosing). ``size`` is the entry's size in
-bytes when tracked, else 0.
+When a key's buffer time is a function of the key (final results: the window's end, given as
+``time_of``), every put of a key knows where its entry is, and there is one area:
+``b"o" + time + key bytes -> record``.
 
 **Keys.** A spilled key is found by its serialized bytes, so in this buffer two keys are the
 same key exactly when their bytes are equal (the memory tier is indexed by bytes too). With
 any serde that gives distinct keys distinct bytes, every built-in one, that is what key
 equality says.
 
+**Staging.** A put to a key that is not in memory and sorts at or after the disk tier's first
+entry cannot change the head of the buffer, so it waits in a small staging area (its change
+already encoded) until :attr:`SpillingBuffer.STAGE_LIMIT` of them are resolved against the
+disk tier with one sorted, batched lookup, or until something needs the disk tier as it is.
+
 **Commits.** The store keeps its writes in memory until committed; the buffer calls the
 injected ``commit`` every :attr:`SpillingBuffer.COMMIT_EVERY` writes so that they do not pile
-up, and the owner of the store commits at its own boundaries as well.
+up, and the owner of the store commits at its own boundaries as well. Each commit falls
+between two operations, so the two areas on disk always agree.
 
 Runtime complexity: a put to a key in memory O(1) (O(log m) for a new key, m entries in
-memory); to a spilled key one store read and one write; a new key past the memory tier one
-read (a miss) and two writes. Evicting the head O(log m), plus, once per ``m`` entries, one
-range scan and batched reads to move the next run up from disk.
+memory); to a key not in memory, a share of a batched read, then one write (two for a new
+key). Evicting the head O(log m) from memory; from disk, a share of a range scan and of a
+batched read, and two deletes.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Final, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sortedcontainers import SortedList
 
 from .buffer import serialized_key
 from .entry import BufferedEntry, RecordContext, context_size, entry_size
-from .errors import LONG_MAX, SuppressError
+from .errors import LONG_MAX
+from .spill_record import (
+    ENTRY_PREFIX,
+    ORDER_END,
+    ORDER_KEY_PREFIX_LEN,
+    ORDER_START,
+    RecordCodec,
+    SpillFormatError,
+    order_key,
+    record_size,
+    time_of_order,
+)
 
-__all__ = ("OrderedByteStore", "SpillBackend", "SpillFormatError", "SpillingBuffer",
-           "order_key")
+__all__ = ("OrderedByteStore", "SpillBackend", "SpillingBuffer")
 
 EvictCallback = Callable[[BufferedEntry], None]
+_SKIP = ORDER_KEY_PREFIX_LEN
 
-FORMAT_VERSION: Final = 1
-"""The record format this module writes and reads."""
 
-_ENTRY: Final = b"e"
-_ORDER: Final = b"o"
-_ORDER_END: Final = b"p"  # the first key after the order area
-_HEADER: Final = struct.Struct(">BIqq")  # version, length of the stable part, time, size
-_HEADER_LEN: Final = _HEADER.size
-_TIME: Final = struct.Struct(">Q")
-_SIGN: Final = 1 << 63
+class _Staged(NamedTuple):
+    """A staged put: what a new entry would start with, and the encoded latest change."""
+
+    time: int
+    key: Any
+    prior: Any
+    latest: bytes
+    order: bytes  # the order key at ``time``
 
 
 class OrderedByteStore(Protocol):
     """An ordered map of bytes to bytes: what the disk tier needs (a RocksDB keyspace has it).
 
-    Reads see the store's own writes at once; keys order as unsigned bytes.
+    Reads see the store's own writes at once; keys order as unsigned bytes; ``items`` is a
+    view of the store when it was called (writes made while iterating do not show in it).
     """
 
     def get(self, key: bytes) -> bytes | None:
@@ -110,8 +122,8 @@ class SpillBackend:
 
     :param open_store: opens the buffer's own, empty store; called once, at the first spill.
     :param commit: makes the store's pending writes durable (and frees their memory).
-    :param encode: bytes of a key or value object, a tuple of them, ints, strs, bytes and
-        ``None``; raises for a value it cannot write.
+    :param encode: bytes of a key or value (the record writes ``None``, 64-bit ints, ``str``
+        and ``bytes`` itself, and hands anything else here); raises for one it cannot write.
     :param decode: the object :attr:`encode` wrote.
     """
 
@@ -119,28 +131,6 @@ class SpillBackend:
     commit: Callable[[], None]
     encode: Callable[[Any], bytes]
     decode: Callable[[bytes], Any]
-
-
-class SpillFormatError(SuppressError):
-    """A record in a spill store that this version did not write (or that is corrupt)."""
-
-
-def order_key(time: int, key_bytes: bytes) -> bytes:
-    """The disk tier's order key of an entry: sorts as ``(time, key_bytes)``.
-
-    ``time`` (ms) is 8 bytes big-endian with the sign bit flipped, so negative times sort
-    first.
-
-    >>> order_key(-1, b"k") < order_key(0, b"") < order_key(0, b"a") < order_key(256, b"")
-    True
-    """
-    return _ORDER + _TIME.pack(time + _SIGN) + key_bytes
-
-
-def _time_of(order: bytes) -> int:
-    """The buffer time of an order key."""
-    value: int = _TIME.unpack_from(order, 1)[0]
-    return value - _SIGN
 
 
 class SpillingBuffer:
@@ -156,15 +146,29 @@ class SpillingBuffer:
     :param backend: the store, its commit and the codec (see :class:`SpillBackend`).
     :param track_bytes: keep every entry's size up to date (forced with ``bytes_limit``);
         otherwise :attr:`size_bytes` is computed on demand, reading the disk tier.
+    :param time_of: the buffer time of a key, when it is a function of the key (final
+        results: the window's end), so that every put of a key carries the same time. A
+        spilled entry is then found by its order key, and the disk tier is one area
+        (``o`` + time + key bytes -> record): half the keys and writes of the two-area
+        layout, and eviction reads records straight from its range scan. ``None``: a key's
+        buffer time is its first put's (time limits), kept in the entries area.
     """
 
-    COMMIT_EVERY: int = 10_000
-    """Store writes between two commits. Pending writes cost memory until committed; a
-    commit costs a RocksDB write batch. ``benchmarks/spill.py`` measured 2 k, 10 k and 50 k
-    within a few percent of each other; 10 k keeps the pending writes around a megabyte."""
+    COMMIT_EVERY: int = 500
+    """Store writes between two commits. Pending writes are held in memory (a dict in the
+    keyspace) until committed, and a commit costs a RocksDB write batch. In
+    ``benchmarks/spill.py`` 1 k writes per commit took about 6 MB less peak RSS than 10 k,
+    and 500 about 1 MB less again, within the noise of the throughput."""
 
-    REFILL_BATCH: int = 1_000
-    """Entries read per batched lookup when the memory tier is filled up from disk."""
+    REFILL_BATCH: int = 500
+    """Entries read per batched lookup when entries come up from disk."""
+
+    STAGE_LIMIT: int = 500
+    """Puts held in the staging area before one batched lookup resolves them (see
+    :meth:`put`). Looking up a batch of sorted keys costs less than one lookup per key (in
+    ``benchmarks/spill.py`` staging took the spilling run from 0.25x to 0.29x of the
+    unbounded run's throughput); the staged entries are in memory, beside the memory tier,
+    until then."""
 
     def __init__(
         self,
@@ -174,23 +178,30 @@ class SpillingBuffer:
         bytes_limit: int | None,
         backend: SpillBackend,
         track_bytes: bool = False,
+        time_of: Callable[[Any], int] | None = None,
     ) -> None:
         self._key_ser = key_serializer
+        self._time_of = time_of
+        self._keyed = time_of is not None  # one area: the order key finds the record
         self._value_ser = value_serializer
         self._records_limit = records_limit
         self._bytes_limit = bytes_limit
         self._track_bytes = track_bytes or bytes_limit is not None
         self._backend = backend
-        self._encode = backend.encode
-        self._decode = backend.decode
+        self._codec = RecordCodec(backend.encode, backend.decode)
         self._memory: dict[bytes, BufferedEntry] = {}  # key bytes -> entry
         self._order = SortedList()  # (time, key bytes) of the memory tier
         self._memory_bytes = 0
         self._store: OrderedByteStore | None = None  # opened at the first spill
+        self._get: Callable[[bytes], bytes | None] | None = None  # the store's, bound
+        self._put: Callable[[bytes, bytes], None] | None = None
         self._disk_count = 0
         self._disk_bytes = 0  # tracked sizes of the disk tier's entries
         self._disk_head: bytes | None = None  # the disk tier's first order key
+        self._min = LONG_MAX  # the smallest buffer time (ms), kept by _reset_min
         self._writes = 0  # store writes since the last commit
+        self._staged: dict[bytes, _Staged] = {}  # puts not yet looked up on disk
+        self._stage = not self._track_bytes  # a size needs the disk record: no staging
 
     # -- adding ------------------------------------------------------------------------------
 
@@ -203,11 +214,27 @@ class SpillingBuffer:
         otherwise on disk; then the memory tier's newest entries go to disk while it is over
         a bound.
 
+        A put to a key that is not in memory, sorting after the disk tier's first entry (so
+        that it cannot change the head of the buffer), is *staged*: kept in a staging area
+        until :attr:`STAGE_LIMIT` such puts are resolved against the disk tier with one
+        batched lookup, or until something needs the disk tier as it is (an eviction that
+        reaches it, a lookup, a count). Without byte accounting only: a size needs the
+        spilled record.
+
+        Runtime complexity: O(1) for a key in memory or staged, O(log m) for a new one in
+        memory (m entries); a staged put's share of a batched read, then one write (two for
+        a new key); unstaged, one read and one or two writes.
+
         :raises TypeError: if the key serializer gives anything but bytes.
-        :raises Exception: whatever the codec raises for a value it cannot write; the buffer
-            is left as it was.
+        :raises Exception: whatever the codec raises for a value it cannot write, before
+            anything of that entry is written: the put is not applied, or the entry that
+            could not move to disk stays in memory (over the bound). A staged put's key is
+            encoded when its batch is resolved, so a key the codec cannot write (a type no
+            key before it had: the first spill wrote one) fails the call that resolves it.
         """
-        key_bytes = serialized_key(self._key_ser, key)
+        key_bytes = self._key_ser(key)
+        if type(key_bytes) is not bytes:
+            key_bytes = serialized_key(self._key_ser, key)  # converted, or TypeError
         entry = self._memory.get(key_bytes)
         if entry is not None:
             if self._track_bytes:  # sized first: a serializer error leaves the entry as it was
@@ -221,40 +248,87 @@ class SpillingBuffer:
                 self._spill_tail()
             return
         if self._disk_count:
-            record = self._store.get(_ENTRY + key_bytes)  # type: ignore[union-attr]
+            staged = self._staged
+            put = staged.get(key_bytes)
+            if put is not None:
+                staged[key_bytes] = put._replace(latest=self._codec.latest(new, old, context))
+                return
+            if self._stage:
+                order = order_key(time, key_bytes)
+                if order >= self._disk_head:  # type: ignore[operator]
+                    staged[key_bytes] = _Staged(time, key, old,
+                                                self._codec.latest(new, old, context), order)
+                    if len(staged) >= self.STAGE_LIMIT:
+                        self._flush()
+                    return
+            disk_key = self._disk_key(time, key_bytes)
+            record = self._get(disk_key)  # type: ignore[misc]
             if record is not None:
-                self._update_on_disk(key_bytes, record, new, old, context)
+                self._update_on_disk(disk_key, key_bytes, record, new, old, context)
                 return
         entry = BufferedEntry(time, key_bytes, key, new, old, old, context)
         if self._track_bytes:
             entry.size = self._size_of(key_bytes, old, old, new, context)
         head = self._disk_head
-        if head is not None and order_key(time, key_bytes) > head:
-            self._write_new(entry, self._record(entry))
-            return
+        if head is not None:
+            order = order_key(time, key_bytes)
+            if order > head:
+                self._write_new(time, key_bytes, entry.size, self._record(entry), order)
+                return
         self._memory[key_bytes] = entry
         self._order.add((time, key_bytes))
         self._memory_bytes += entry.size
-        self._spill_tail()
+        if time < self._min:
+            self._min = time
+        if self._over():
+            self._spill_tail()
 
-    def _update_on_disk(self, key_bytes: bytes, record: bytes, new: Any, old: Any,
-                        context: RecordContext) -> None:
-        """Replace the latest part of a spilled entry's record (the stable part is copied)."""
-        version, stable_len, time, previous = _HEADER.unpack_from(record)
-        if version != FORMAT_VERSION:
-            raise _format_error(record)
-        stable_end = _HEADER_LEN + stable_len
-        latest = self._encode((new, old, *context))
+    def _flush(self) -> None:
+        """Resolve every staged put against the disk tier: one batched lookup, then writes.
+
+        A staged key found on disk gets its latest change; any other is a new entry, at
+        its staged time with its staged prior, written to disk (it sorts after the disk
+        tier's first entry). Each leaves the staging area once written; the latest change
+        was encoded when it was staged.
+
+        Runtime complexity: O(s log s) for s staged puts, one batched read, s to 2s writes.
+        """
+        staged = self._staged
+        if not staged:
+            return
+        if self._keyed:
+            keys = sorted((put.order, key_bytes) for key_bytes, put in staged.items())
+        else:
+            keys = [(ENTRY_PREFIX + key_bytes, key_bytes) for key_bytes in sorted(staged)]
+        records = self._store.multi_get([k for k, _ in keys])  # type: ignore[union-attr]
+        codec = self._codec
+        for (key, key_bytes), record in zip(keys, records, strict=True):
+            time, key_object, prior, latest, order = staged[key_bytes]
+            if record is None:
+                self._write_new(time, key_bytes, 0,
+                                codec.assemble(time, key_object, prior, None, 0, latest), order)
+            else:
+                self._put(key, codec.updated(record, latest, None))  # type: ignore[misc]
+                self._wrote(1)
+            del staged[key_bytes]
+
+    def _disk_key(self, time: int, key_bytes: bytes) -> bytes:
+        """Where the record of a key (buffered at ``time``) is on disk."""
+        return order_key(time, key_bytes) if self._keyed else ENTRY_PREFIX + key_bytes
+
+    def _update_on_disk(self, disk_key: bytes, key_bytes: bytes, record: bytes, new: Any,
+                        old: Any, context: RecordContext) -> None:
+        """Rewrite a spilled entry's record with its latest change (the rest is copied)."""
+        codec = self._codec
         if self._track_bytes:
-            _key, _prior, prior_bytes = self._decode(record[_HEADER_LEN:stable_end])
-            size = entry_size(key_bytes, prior_bytes, self._bytes_of(old), self._bytes_of(new),
-                              context_size(context))
-            record = _HEADER.pack(FORMAT_VERSION, stable_len, time, size) \
-                + record[_HEADER_LEN:stable_end] + latest
+            previous = record_size(record)
+            size = entry_size(key_bytes, codec.prior_bytes(record), self._bytes_of(old),
+                              self._bytes_of(new), context_size(context))
+            record = codec.updated(record, codec.latest(new, old, context), size)
             self._disk_bytes += size - previous
         else:
-            record = record[:stable_end] + latest
-        self._store.put(_ENTRY + key_bytes, record)  # type: ignore[union-attr]
+            record = codec.updated(record, codec.latest(new, old, context), None)
+        self._put(disk_key, record)  # type: ignore[misc]
         self._wrote(1)
 
     def _size_of(self, key_bytes: bytes, prior: Any, old: Any, new: Any,
@@ -290,44 +364,40 @@ class SpillingBuffer:
             order.pop()
             del memory[entry.key_bytes]
             self._memory_bytes -= entry.size
-            self._write_new(entry, record)
+            self._write_new(entry.time, entry.key_bytes, entry.size, record)
+        self._reset_min()
 
-    def _write_new(self, entry: BufferedEntry, record: bytes) -> None:
-        """Write ``entry``, encoded as ``record``, to the disk tier (it is in neither tier)."""
+    def _record(self, entry: BufferedEntry) -> bytes:
+        """The disk record of ``entry``."""
+        prior_bytes = self._bytes_of(entry.prior) if self._track_bytes else None
+        return self._codec.record(entry, prior_bytes)
+
+    def _write_new(self, time: int, key_bytes: bytes, size: int, record: bytes,
+                   order: bytes | None = None) -> None:
+        """Write an entry (in neither tier), encoded as ``record``, to the disk tier.
+
+        ``order``: its order key, if the caller has it.
+        """
         store = self._store
         if store is None:
             store = self._store = self._backend.open_store()
-        order = order_key(entry.time, entry.key_bytes)
-        store.put(_ENTRY + entry.key_bytes, record)
-        store.put(order, b"")
+            self._get = store.get
+            self._put = store.put
+        if order is None:
+            order = order_key(time, key_bytes)
+        if self._keyed:
+            store.put(order, record)
+        else:
+            store.put(ENTRY_PREFIX + key_bytes, record)
+            store.put(order, b"")
         self._disk_count += 1
-        self._disk_bytes += entry.size
+        self._disk_bytes += size
         head = self._disk_head
         if head is None or order < head:
             self._disk_head = order
-        self._wrote(2)
-
-    def _record(self, entry: BufferedEntry) -> bytes:
-        """The disk record of ``entry`` (see the module docstring)."""
-        prior = entry.prior
-        prior_bytes = self._bytes_of(prior) if self._track_bytes else None
-        stable = self._encode((entry.key, prior, prior_bytes))
-        latest = self._encode((entry.new, entry.old, *entry.context))
-        return _HEADER.pack(FORMAT_VERSION, len(stable), entry.time, entry.size) + stable + latest
-
-    def _entry(self, key_bytes: bytes, record: bytes) -> BufferedEntry:
-        """The entry a disk record holds (``key_bytes``: its key's bytes)."""
-        version, stable_len, time, size = _HEADER.unpack_from(record)
-        if version != FORMAT_VERSION:
-            raise _format_error(record)
-        stable_end = _HEADER_LEN + stable_len
-        key, prior, _prior_bytes = self._decode(record[_HEADER_LEN:stable_end])
-        new, old, timestamp, offset, topic, partition, headers = self._decode(
-            record[stable_end:])
-        entry = BufferedEntry(time, key_bytes, key, new, old, prior,
-                              RecordContext(timestamp, offset, topic, partition, headers))
-        entry.size = size
-        return entry
+            if not self._memory:
+                self._min = time
+        self._wrote(1 if self._keyed else 2)
 
     def _refill(self) -> None:
         """Move the disk tier's first entries up to the (empty) memory tier, while they fit.
@@ -335,43 +405,46 @@ class SpillingBuffer:
         Runtime complexity: O(k log k) for k entries moved, plus one range scan and a batched
         read per :attr:`REFILL_BATCH` entries.
         """
-        store = self._store
-        assert store is not None and not self._memory
+        assert not self._memory
         records_limit, bytes_limit = self._records_limit, self._bytes_limit
-        orders = (order for order, _ in store.items(self._disk_head, _ORDER_END))
-        moved = 0
-        while True:
-            want = self.REFILL_BATCH
-            if records_limit is not None:
-                want = min(want, records_limit - moved)
-            batch = list(islice(orders, want)) if want > 0 else []
-            if not batch:
-                break
-            records = store.multi_get([_ENTRY + order[9:] for order in batch])
-            for order, record in zip(batch, records, strict=True):
-                if record is None:
-                    raise SpillFormatError(f"the spill store lost the entry of {order!r}")
-                size = _HEADER.unpack_from(record)[3]
+        memory, codec = self._memory, self._codec
+        reader = self._reader()
+        moved: list[tuple[int, bytes]] = []
+        try:
+            while (head := reader.head) is not None:
+                if records_limit is not None and len(moved) >= records_limit:
+                    break
+                order, record = head
+                size = record_size(record)
                 if bytes_limit is not None and self._memory_bytes + size > bytes_limit:
-                    self._disk_head = order
-                    return
-                entry = self._entry(order[9:], record)
-                self._memory[entry.key_bytes] = entry
-                self._order.add((entry.time, entry.key_bytes))
+                    break
+                entry = codec.entry(order[_SKIP:], record)
+                memory[entry.key_bytes] = entry
+                moved.append((entry.time, entry.key_bytes))
                 self._memory_bytes += size
                 self._remove_from_disk(order, size)
-                moved += 1
-        self._disk_head = next(orders, None)
+                self._disk_head = reader.advance()
+        finally:
+            self._order.update(moved)
+            self._reset_min()
+
+    def _reader(self) -> _DiskReader:
+        """A reader of the disk tier from its head (valid until the next put)."""
+        self._flush()
+        store = self._store
+        assert store is not None and self._disk_head is not None
+        return _DiskReader(store, self._disk_head, self.REFILL_BATCH, self._keyed)
 
     def _remove_from_disk(self, order: bytes, size: int) -> None:
         """Delete a disk entry (the caller fixes the disk head)."""
         store = self._store
         assert store is not None
-        store.delete(_ENTRY + order[9:])
         store.delete(order)
+        if not self._keyed:
+            store.delete(ENTRY_PREFIX + order[_SKIP:])
         self._disk_count -= 1
         self._disk_bytes -= size
-        self._wrote(2)
+        self._wrote(1 if self._keyed else 2)
 
     def _wrote(self, n: int) -> None:
         """Count ``n`` store writes; commit once :attr:`COMMIT_EVERY` are pending."""
@@ -380,52 +453,65 @@ class SpillingBuffer:
             self._writes = 0
             self._backend.commit()
 
+    def _reset_min(self) -> None:
+        """Recompute the smallest buffer time: the memory tier's head, else the disk's."""
+        order = self._order
+        if order:
+            self._min = order[0][0]
+        else:
+            head = self._disk_head
+            self._min = LONG_MAX if head is None else time_of_order(head)
+
     # -- removing ----------------------------------------------------------------------------
 
-    def _evict_head(self, callback: EvictCallback) -> None:
-        """Hand the head entry to ``callback``, then remove it (kept if the callback raises).
-
-        The buffer must not be empty.
-        """
-        if not self._memory:
-            self._refill()
-            if not self._memory:  # no room in memory even for the head: evict it from disk
-                self._evict_disk_head(callback)
-                return
+    def _evict_memory_head(self, callback: EvictCallback) -> None:
+        """Hand the memory tier's head to ``callback``, then remove it (kept if it raises)."""
         order = self._order
         entry = self._memory[order[0][1]]
         callback(entry)
         order.pop(0)
         del self._memory[entry.key_bytes]
         self._memory_bytes -= entry.size
+        self._reset_min()
 
-    def _evict_disk_head(self, callback: EvictCallback) -> None:
-        """:meth:`_evict_head` straight from disk (a memory tier that cannot hold the head)."""
-        store = self._store
-        head = self._disk_head
-        assert store is not None and head is not None
-        record = store.get(_ENTRY + head[9:])
-        if record is None:
-            raise SpillFormatError(f"the spill store lost the entry of {head!r}")
-        entry = self._entry(head[9:], record)
+    def _evict_disk_head(self, reader: _DiskReader, callback: EvictCallback) -> None:
+        """Hand the disk tier's head to ``callback``, then remove it (kept if it raises).
+
+        For an empty memory tier only: the disk's head is then the buffer's.
+        """
+        head = reader.head
+        assert head is not None and head[0] == self._disk_head, "reader out of step"
+        order, record = head
+        entry = self._codec.entry(order[_SKIP:], record)
         callback(entry)
-        self._remove_from_disk(head, entry.size)
-        self._disk_head = next((order for order, _ in store.items(head, _ORDER_END)), None)
+        self._remove_from_disk(order, entry.size)
+        self._disk_head = reader.advance()
+        self._reset_min()
 
     def evict_while(self, predicate: Callable[[], bool], callback: EvictCallback) -> int:
         """Evict head entries, in order, while the buffer is not empty and ``predicate()``.
 
         ``callback(entry)`` runs *before* the entry is removed, so inside it
         ``num_records``, ``size_bytes`` and ``min_time`` still include the entry. If the
-        callback raises, the entry stays buffered. Afterwards, an emptied memory tier is
-        filled up from disk.
+        callback raises, the entry stays buffered. Once the memory tier is empty, entries
+        are read from disk in batches and evicted from there; afterwards an empty memory
+        tier is filled up from disk.
+
+        Runtime complexity: O(log m) per entry from memory; per entry from disk, its decoding
+        plus a share of a range scan and a batched read.
 
         :return: the number of evicted entries.
         """
         evicted = 0
+        reader: _DiskReader | None = None
         try:
             while (self._memory or self._disk_count) and predicate():
-                self._evict_head(callback)
+                if self._memory:
+                    self._evict_memory_head(callback)
+                else:  # stays empty: only a put adds to memory
+                    if reader is None:
+                        reader = self._reader()
+                    self._evict_disk_head(reader, callback)
                 evicted += 1
         finally:
             if not self._memory and self._disk_count:
@@ -479,16 +565,16 @@ class SpillingBuffer:
         entry = self._memory.get(key_bytes)
         if entry is not None or not self._disk_count:
             return entry
-        store = self._store
-        assert store is not None
-        record = store.get(_ENTRY + key_bytes)
-        return None if record is None else self._entry(key_bytes, record)
+        self._flush()
+        time = 0 if self._time_of is None else self._time_of(key)
+        record = self._get(self._disk_key(time, key_bytes))  # type: ignore[misc]
+        return None if record is None else self._codec.entry(key_bytes, record)
 
     def __contains__(self, key: object) -> bool:
         return self.get(key) is not None
 
     def __len__(self) -> int:
-        return len(self._memory) + self._disk_count
+        return self.num_records
 
     def __iter__(self) -> Iterator[BufferedEntry]:
         """Entries in eviction order: the memory tier's, then the disk tier's.
@@ -496,6 +582,7 @@ class SpillingBuffer:
         Runtime complexity: O(n), reading the whole disk tier.
         """
         memory = self._memory
+        self._flush()
         for _time, key_bytes in list(self._order):
             yield memory[key_bytes]
         if self._disk_count:
@@ -504,17 +591,16 @@ class SpillingBuffer:
     def _disk_entries(self) -> Iterator[BufferedEntry]:
         store = self._store
         assert store is not None
-        orders = (order for order, _ in store.items(_ORDER, _ORDER_END))
-        while batch := list(islice(orders, self.REFILL_BATCH)):
-            records = store.multi_get([_ENTRY + order[9:] for order in batch])
-            for order, record in zip(batch, records, strict=True):
-                if record is None:
-                    raise SpillFormatError(f"the spill store lost the entry of {order!r}")
-                yield self._entry(order[9:], record)
+        reader = _DiskReader(store, ORDER_START, self.REFILL_BATCH, self._keyed)
+        entry = self._codec.entry
+        while (head := reader.head) is not None:
+            yield entry(head[0][_SKIP:], head[1])
+            reader.advance()
 
     @property
     def num_records(self) -> int:
-        """Number of distinct buffered keys, both tiers."""
+        """Number of distinct buffered keys, both tiers (staged puts resolved first)."""
+        self._flush()
         return len(self._memory) + self._disk_count
 
     @property
@@ -531,12 +617,7 @@ class SpillingBuffer:
         return self._size_of(entry.key_bytes, entry.prior, entry.old, entry.new, entry.context)
 
     def _min_time(self) -> int:
-        order = self._order
-        if order:
-            time: int = order[0][0]
-            return time
-        head = self._disk_head
-        return LONG_MAX if head is None else _time_of(head)
+        return self._min
 
     @property
     def min_time(self) -> int:
@@ -560,13 +641,26 @@ class SpillingBuffer:
 
     @property
     def disk_records(self) -> int:
-        """Entries in the disk tier."""
+        """Entries in the disk tier (staged puts resolved first)."""
+        self._flush()
         return self._disk_count
+
+    @property
+    def staged_records(self) -> int:
+        """Puts in the staging area, waiting to be resolved against the disk tier."""
+        return len(self._staged)
 
     # -- invariants --------------------------------------------------------------------------
 
     def _check(self) -> None:
-        """Assert every internal invariant (used by tests after each operation)."""
+        """Assert every internal invariant (used by tests after each operation).
+
+        The memory tier: index and order agree, within its bounds, sizes up to date. The
+        disk tier: both areas hold the same keys, its count, bytes and head are right, and
+        every record reads back. Together: no key in both, and memory a prefix of the order.
+        (That memory holds the head whenever it can is a policy applied after evictions,
+        not an invariant: an update can shrink a spilled entry.)
+        """
         memory, order = self._memory, self._order
         order._check()
         assert len(order) == len(memory), "memory index and order disagree"
@@ -575,36 +669,48 @@ class SpillingBuffer:
             assert entry.time == time and entry.key_bytes == key_bytes, "stale order"
             assert entry.key_bytes == self._key_ser(entry.key), "stale key bytes"
         assert not self._over(), "memory tier over its bounds"
+        head_time = order[0][0] if order else (
+            LONG_MAX if self._disk_head is None else time_of_order(self._disk_head))
+        assert self._min == head_time, "stale smallest buffer time"
         if self._track_bytes:
             assert self._memory_bytes == sum(e.size for e in memory.values()), "bytes drifted"
             for e in memory.values():
                 assert e.size == self._entry_size(e), "stale entry size"
         else:
             assert self._memory_bytes == 0 and self._disk_bytes == 0
+        staged = self._staged
+        assert len(staged) < self.STAGE_LIMIT and (self._stage or not staged), "staging"
+        assert not staged or self._disk_count, "staged puts with an empty disk tier"
+        for key_bytes, put in staged.items():
+            assert key_bytes not in memory and self._key_ser(put.key) == key_bytes, "staging"
+            assert put.order == order_key(put.time, key_bytes), "stale staged order key"
         store = self._store
         if store is None:
             assert self._disk_count == 0 and self._disk_head is None
             return
-        orders = [o for o, _ in store.items(_ORDER, _ORDER_END)]
-        entries = {k[1:]: v for k, v in store.items(_ENTRY, _ORDER)}
-        assert [k for k, _ in store.items()] == sorted(
-            [_ENTRY + k for k in entries] + orders), "foreign keys in the store"
-        assert len(orders) == len(entries) == self._disk_count, "disk count drifted"
-        assert sorted(o[9:] for o in orders) == sorted(entries), "disk areas disagree"
+        orders = [o for o, _ in store.items(ORDER_START, ORDER_END)]
+        time_of = self._time_of
+        if time_of is not None:
+            records = {o[_SKIP:]: v for o, v in store.items(ORDER_START, ORDER_END)}
+            assert [k for k, _ in store.items()] == orders, "foreign keys in the store"
+            for o in orders:
+                key = self._codec.entry(o[_SKIP:], records[o[_SKIP:]]).key
+                assert time_of(key) == time_of_order(o), "an entry not at its key's time"
+        else:
+            records = {k[1:]: v for k, v in store.items(ENTRY_PREFIX, ORDER_START)}
+            assert [k for k, _ in store.items()] == sorted(
+                [ENTRY_PREFIX + k for k in records] + orders), "foreign keys in the store"
+        assert len(orders) == len(records) == self._disk_count, "disk count drifted"
+        assert sorted(o[_SKIP:] for o in orders) == sorted(records), "disk areas disagree"
         assert self._disk_head == (orders[0] if orders else None), "stale disk head"
-        assert not set(entries) & set(memory), "a key in both tiers"
-        if orders and not memory:  # the head is in memory unless memory cannot hold it
-            head_size = _HEADER.unpack_from(entries[orders[0][9:]])[3]
-            assert self._records_limit == 0 or (
-                self._bytes_limit is not None and head_size > self._bytes_limit), \
-                "the memory tier is empty while it could hold the head"
+        assert not set(records) & set(memory), "a key in both tiers"
         if orders and order:
             last = order[-1]
             assert order_key(last[0], last[1]) < orders[0], "memory is not a prefix"
         disk_bytes = 0
         for o in orders:
-            entry = self._entry(o[9:], entries[o[9:]])
-            assert entry.time == _time_of(o), "order key and record disagree on the time"
+            entry = self._codec.entry(o[_SKIP:], records[o[_SKIP:]])
+            assert entry.time == time_of_order(o), "order key and record disagree on the time"
             assert entry.key_bytes == self._key_ser(entry.key), "stale spilled key bytes"
             disk_bytes += entry.size
             if self._track_bytes:
@@ -612,7 +718,45 @@ class SpillingBuffer:
         assert disk_bytes == self._disk_bytes, "disk bytes drifted"
 
 
-def _format_error(record: bytes) -> SpillFormatError:
-    return SpillFormatError(
-        f"a spill record of format version {record[:1].hex() or 'none'}; this version reads "
-        f"version {FORMAT_VERSION} only: the spill store was not written by this version")
+class _DiskReader:
+    """The disk tier from a given order key on: ``(order key, record)`` pairs, read in batches.
+
+    A view of the store when it was made; the owner deletes what it consumed and writes
+    nothing else meanwhile.
+    """
+
+    __slots__ = ("_store", "_items", "_keyed", "_batch", "_size", "_position", "head")
+
+    def __init__(self, store: OrderedByteStore, start: bytes, batch: int, keyed: bool) -> None:
+        self._store = store
+        self._items = store.items(start, ORDER_END)
+        self._keyed = keyed  # the order area's values are the records
+        self._size = batch
+        self._batch: list[tuple[bytes, bytes]] = []
+        self._position = 0
+        self.head: tuple[bytes, bytes] | None = None
+        """The current ``(order key, record)``; ``None`` past the end."""
+        self.advance()
+
+    def advance(self) -> bytes | None:
+        """Move to the next entry; its order key (``None`` past the end).
+
+        :raises SpillFormatError: if an order key has no record.
+        """
+        self._position += 1
+        if self._position >= len(self._batch):
+            batch = list(islice(self._items, self._size))
+            if not self._keyed:
+                records = self._store.multi_get(
+                    [ENTRY_PREFIX + order[_SKIP:] for order, _ in batch])
+                for i, record in enumerate(records):
+                    if record is None:
+                        raise SpillFormatError(
+                            f"the spill store lost the entry of {batch[i][0]!r}")
+                    batch[i] = (batch[i][0], record)
+            self._batch, self._position = batch, 0
+        if self._position < len(self._batch):
+            self.head = self._batch[self._position]
+            return self.head[0]
+        self.head = None
+        return None

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import datetime as _dt
 
-__all__ = ("NO_TIMESTAMP", "is_time_limit_reached", "is_window_closed", "to_millis")
+__all__ = ("NO_TIMESTAMP", "is_time_limit_reached", "is_window_closed", "to_millis",
+           "window_close_time")
 
 NO_TIMESTAMP = -1
 """Stream time before any record was observed (Kafka's ``ConsumerRecord.NO_TIMESTAMP``)."""
@@ -62,7 +63,19 @@ def is_window_closed(exclusive_end: int, delay: int, stream_time: int) -> bool:
     >>> is_window_closed(10, 2, 12)
     True
     """
-    return exclusive_end <= stream_time - delay
+    return stream_time >= window_close_time(exclusive_end, delay)
+
+
+def window_close_time(exclusive_end: int, delay: int) -> int:
+    """The stream time (ms) at which a window with exclusive end ``exclusive_end`` closes.
+
+    :func:`is_window_closed` is ``stream_time >= window_close_time(end, delay)``; a hot path
+    may keep this threshold for a window it updates many times.
+
+    >>> window_close_time(10, 2)
+    12
+    """
+    return exclusive_end + delay
 
 
 def is_time_limit_reached(first_time: int, time_limit: int, stream_time: int) -> bool:

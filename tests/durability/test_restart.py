@@ -177,3 +177,33 @@ def test_a_directory_in_use_future_or_foreign_is_refused_untouched(tmp_path: Pat
     with pytest.raises(StateDirectoryError):
         TopologyTestDriver(topology(), state_dir=tmp_path / "b")
     assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_a_spilling_buffer_restarts_with_both_tiers(tmp_path: Path) -> None:
+    from suppress import BufferConfig, Suppressed
+
+    def build() -> Any:
+        b = StreamsBuilder()
+        (b.stream("clicks").group_by_key().count()
+         .suppress(Suppressed.until_time_limit(
+             30, BufferConfig.max_records(2).spill_to_disk_when_full()))
+         .to_stream().to("out"))
+        return b.build()
+
+    data = [(f"k{i % 7}", "v", i) for i in range(80)]
+
+    def run(cuts: list[int]) -> list[Any]:
+        got: list[Any] = []
+        state = tmp_path / "-".join(map(str, ["s", *cuts]))
+        for lo, hi in zip([0, *cuts], [*cuts, len(data)], strict=True):
+            with TopologyTestDriver(build(), state_dir=state) as driver:
+                assert sum(driver.committed_offsets().values()) == lo
+                topic = driver.create_input_topic("clicks")
+                for key, value, ts in data[lo:hi]:
+                    topic.pipe_input(key, value, timestamp=ts)
+                got += [(r.key, r.value, r.timestamp) for r in
+                         driver.create_output_topic("out").read_records_to_list()]
+        return got
+
+    once = run([])
+    assert once and run([13, 40, 41]) == once

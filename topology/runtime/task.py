@@ -43,7 +43,7 @@ from .clock import Clock
 from .graph import StoreSpec
 from .metrics import TaskMetrics
 from .processor import Entry, Forward, InternalProcessor
-from .state_dir import TaskStateDir
+from .state_dir import TaskStateDir, spill_options
 
 if TYPE_CHECKING:
     from ..state.rocksdb import Keyspace
@@ -118,7 +118,8 @@ class Task:
         :mod:`topology.runtime.processors.fused`).
     :param max_feedback_records: the most records one input record may feed back through
         topics the topology reads.
-    :param state_dir: where on-disk state lives: ``<state_dir>/<application_id>/0_0``;
+    :param state_dir: where on-disk state lives: ``<state_dir>/<application_id>/0_0`` (spilled
+        suppression buffers: a scratch database ``0_0.spill`` beside it);
         ``None``: a private temporary directory removed by :meth:`close` (see
         :class:`~topology.runtime.state_dir.TaskStateDir`). With a ``state_dir`` the task is
         *durable*: stores default to RocksDB, and :meth:`commit` writes every store, buffer,
@@ -152,6 +153,11 @@ class Task:
         """Called at each commit for more meta entries to commit (the driver's outputs)."""
         self.committed_offsets: dict[str, int] = {}
         """Input offsets (next offset per topic) as of the last commit restored or made."""
+        self.spill_state = TaskStateDir(state_dir, application_id, "0_0.spill", spill_options)
+        """The disk tiers of spilling suppression buffers, opened at the first spill and
+        committed after each call that processes input or advances time (and as the buffers
+        write). A database of its own: scratch space committed mid-step, which must not
+        commit the pending writes of durable state with it."""
         self.topology = topology
         self.application_id = application_id
         self.debug_metrics = debug_metrics
@@ -613,7 +619,10 @@ class Task:
                 if close is not None:
                     close()
         finally:
-            self.state.close()
+            try:
+                self.state.close()
+            finally:
+                self.spill_state.close()
 
     # -- spilled suppression buffers -----------------------------------------------------------
 
@@ -626,21 +635,19 @@ class Task:
         :raises StateDirectoryError: the state directory cannot be used (see
             :class:`~topology.runtime.state_dir.TaskStateDir`).
         """
-        keyspace = self.state.keyspace(spill_keyspace_name(store_name))
+        keyspace = self.spill_state.keyspace(spill_keyspace_name(store_name))
         last = next(keyspace.items(reverse=True), None)
         if last is not None:
             keyspace.delete_range(b"", last[0] + b"\x00")
         return keyspace
 
     def commit_state(self) -> None:
-        """Let a spilling buffer flush its pending disk writes as it goes.
+        """Commit the spill tiers' scratch database (a spilling buffer calls it as it goes).
 
-        Without a state directory the writes are committed at once. A durable task commits
-        only whole records with their offsets (:meth:`commit`), so this does nothing then:
-        the writes wait at most ``commit_interval_records`` records.
+        The spill tiers are scratch space of their own; what a restart needs of a buffer is
+        committed with the task's state (see :meth:`commit`).
         """
-        if not self.durable:
-            self.state.commit()
+        self.spill_state.commit()
 
     # -- durability ----------------------------------------------------------------------------
 
@@ -717,6 +724,7 @@ class Task:
 
     def _commit_call(self) -> None:
         """The commit at the end of a call: unless ``auto_commit`` is off for a durable task."""
+        self.spill_state.commit()
         if not self.durable:
             self.state.commit()
         elif self.auto_commit:

@@ -1,8 +1,9 @@
 """Fused final results: a time-windowed aggregation and its ``until_window_closes``.
 
 When a windowed aggregation's only child is a final-results suppression that shuts down when
-full (unbounded included), the task runs both as one step (``fuse=True``, the default; the
-driver's ``fuse_final_results`` config turns it off). The step is an implementation of the
+full (unbounded included; one that spills to disk runs on its own, its buffer partly on disk),
+the task runs both as one step (``fuse=True``, the default; the driver's
+``fuse_final_results`` config turns it off). The step is an implementation of the
 two processors, not a second semantics: per window update, in the same order as the separate
 path,
 
@@ -44,7 +45,7 @@ from suppress.config import BufferFullStrategy
 from suppress.entry import RecordContext, context_size, entry_size
 from suppress.errors import BufferFullError
 from suppress.processor import SuppressMetrics
-from suppress.time import is_window_closed
+from suppress.time import is_window_closed, window_close_time
 
 from ...windows import Window, Windowed
 from ..processor import Forward
@@ -63,7 +64,10 @@ LONG_MAX = 2**63 - 1
 
 
 def can_fuse(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
-    """Whether ``aggregate`` -> ``child`` can run fused (see the module docstring)."""
+    """Whether ``aggregate`` -> ``child`` can run fused (see the module docstring).
+
+    Not for ``spill_to_disk_when_full()``: the fused buffer is a dict of tuples in memory.
+    """
     if not isinstance(aggregate, WindowedAggregateProcessor):
         return False
     if not isinstance(child, SuppressNodeProcessor):
@@ -172,12 +176,16 @@ class FusedFinalResults:
         aggregator = self._aggregator
         update, tracked = self._update, self._tracked
         track = self._track_bytes
-        last_start, last_version = -1, -1
+        last_start, last_version, last_close = -1, -1, -1
         last_bucket: dict[Any, Any] = {}
         last_entries: dict[Any, tuple[Any, ...]] = {}
+        starts = self._starts
+        # _after_put has work only when sampling, bounded, or the oldest window closed.
+        always_after = self._debug or self._records_limit is not None \
+            or self._bytes_limit is not None
 
         def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
-            nonlocal last_start, last_version, last_bucket, last_entries
+            nonlocal last_start, last_version, last_close, last_bucket, last_entries
             if key is None:
                 log_null_key(task, _context(ts, offset, topic))
                 return
@@ -185,7 +193,7 @@ class FusedFinalResults:
                 agg.stream_time = ts
             start = ts - ts % size
             if start == last_start and store.layout_version == last_version \
-                    and not is_window_closed(start + size, grace, agg.stream_time):
+                    and agg.stream_time < last_close:  # the window is still open
                 item = last_bucket.get(key)
                 entry = last_entries.get(key)
                 if item is not None and entry is not None:
@@ -204,7 +212,9 @@ class FusedFinalResults:
                     else:
                         last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
                                              entry[_KEY_BYTES])
-                    self._after_put(size)
+                    if always_after or (starts and is_window_closed(
+                            starts[0] + size, grace, engine.stream_time)):
+                        self._after_put(size)
                     return
             update(key, value, None, (offset, topic), ts, start)
             if start != last_start or store.layout_version != last_version:
@@ -213,6 +223,7 @@ class FusedFinalResults:
                 if bucket is not None and entries is not None:
                     last_start, last_bucket, last_entries = start, bucket, entries
                     last_version = store.layout_version
+                    last_close = window_close_time(start + size, grace)
 
         return step
 

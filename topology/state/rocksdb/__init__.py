@@ -14,6 +14,7 @@ from .errors import StateDirectoryError, StateFormatError, StateLockedError, Sta
 from .key_value import RocksDBKeyValueStore
 from .keyspace import Keyspace
 from .layout import FORMAT_VERSION
+from .options import RocksDBOptions
 from .statedb import StateDB
 from .versioned import RocksDBVersionedKeyValueStore
 from .window import RocksDBWindowStore
@@ -22,8 +23,9 @@ __all__ = (
     "FORMAT_VERSION",
     "Keyspace",
     "RocksDBKeyValueStore",
-    "RocksDBWindowStore",
+    "RocksDBOptions",
     "RocksDBVersionedKeyValueStore",
+    "RocksDBWindowStore",
     "StateDB",
     "StateDirectoryError",
     "StateFormatError",

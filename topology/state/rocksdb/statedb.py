@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import Checkpoint, Rdict, WriteBatch, WriteOptions
 
 from . import layout
 from .errors import (
@@ -27,6 +27,7 @@ from .errors import (
 )
 from .keyspace import Keyspace, _Cursor
 from .lock import DirectoryLock
+from .options import OptionsFactory, RocksDBOptions
 
 __all__ = ("StateDB",)
 
@@ -40,11 +41,8 @@ DEFAULT_FAMILY = "default"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
-def _options(*, create: bool) -> Options:
-    """The options every database and column family is opened with (raw bytes mode)."""
-    options = Options(raw_mode=True)
-    options.create_if_missing(create)
-    return options
+_DEFAULT_OPTIONS = RocksDBOptions()
+"""RocksDB's defaults, in raw bytes mode."""
 
 
 class StateDB:
@@ -78,9 +76,11 @@ class StateDB:
         lock: DirectoryLock,
         *,
         sync: bool,
+        options: OptionsFactory,
     ) -> None:
         """Wrap an opened database and its held lock; :meth:`open` is the way to get one."""
         self._path = path
+        self._options = options
         self._db: Rdict | None = database
         self._families = families
         self._lock = lock
@@ -100,11 +100,14 @@ class StateDB:
         self._failed = False
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, sync: bool = False) -> StateDB:
+    def open(cls, path: str | os.PathLike[str], *, sync: bool = False,
+             options: RocksDBOptions | None = None) -> StateDB:
         """Open the state directory ``path``, creating it (mode 0o700) if missing or empty.
 
         ``sync=True`` fsyncs every commit, so it survives a power loss; with ``False`` a commit
         survives a crash of the process (it is in the write-ahead log) but not of the machine.
+        ``options`` tune RocksDB for this opening (memtables, block cache; ``None``: RocksDB's
+        defaults); they are not stored in the directory.
         The directory is refused, untouched, if it holds anything but a state directory (or
         the leftovers of a creation a crash interrupted, which are completed or removed).
 
@@ -116,6 +119,7 @@ class StateDB:
             foreign entries or a corrupt marker, or RocksDB cannot open its database.
         """
         directory = Path(os.path.abspath(path))
+        factory = (options or _DEFAULT_OPTIONS).factory()
         layout.ensure_directory(directory, "open")
         layout.inspect(directory, "open")  # refuse a foreign directory before writing to it
         lock = DirectoryLock.acquire(directory, layout.LOCK, "open")
@@ -127,11 +131,12 @@ class StateDB:
             else:
                 lock.record_holder("open")
                 if found is layout.Layout.FRESH:
-                    layout.create(directory, _new_database(directory, "open"), "open")
+                    layout.create(directory, _new_database(directory, "open", factory), "open")
                 else:
                     layout.finish(directory, "open")
                 families = _read_families(directory)
-            return cls(directory, _open_database(directory, families), families, lock, sync=sync)
+            return cls(directory, _open_database(directory, families, factory), families, lock,
+                       sync=sync, options=factory)
         except BaseException:
             lock.release()
             raise
@@ -184,7 +189,7 @@ class StateDB:
             if family in self._families:
                 column = database.get_column_family(family)
             else:
-                column = database.create_column_family(family, _options(create=True))
+                column = database.create_column_family(family, self._options(True))
                 self._families.add(family)
             handle = database.get_column_family_handle(family)
         except Exception as exc:
@@ -388,15 +393,16 @@ class StateDB:
         self._meta._detach(reason)
 
 
-def _new_database(directory: Path, operation: str) -> Callable[[Path], None]:
+def _new_database(directory: Path, operation: str,
+                  options: OptionsFactory) -> Callable[[Path], None]:
     """A ``populate`` step for :func:`layout.create`: an empty database with its meta family."""
 
     def populate(target: Path) -> None:
         os.mkdir(target, 0o700)
         try:
-            database = Rdict(str(target), _options(create=True))
+            database = Rdict(str(target), options(True))
             try:
-                database.create_column_family(META_FAMILY, _options(create=True))
+                database.create_column_family(META_FAMILY, options(True))
             finally:
                 database.close()
         except Exception as exc:
@@ -414,7 +420,8 @@ def _read_families(directory: Path) -> set[str]:
         are not those of a state database.
     """
     try:
-        families = set(Rdict.list_cf(str(directory / layout.DB_DIR), _options(create=False)))
+        families = set(Rdict.list_cf(str(directory / layout.DB_DIR),
+                                     _DEFAULT_OPTIONS.factory()(False)))
     except Exception as exc:
         raise StateDirectoryError(
             directory, "open", f"its database cannot be read: {describe_rocksdb_error(exc)}"
@@ -433,14 +440,14 @@ def _read_families(directory: Path) -> set[str]:
     return families
 
 
-def _open_database(directory: Path, families: set[str]) -> Rdict:
+def _open_database(directory: Path, families: set[str], options: OptionsFactory) -> Rdict:
     """Open the database of a complete state directory with all its column ``families``."""
     try:
         return Rdict(
             str(directory / layout.DB_DIR),
-            _options(create=False),
+            options(False),
             column_families={
-                family: _options(create=False) for family in families if family != DEFAULT_FAMILY
+                family: options(False) for family in families if family != DEFAULT_FAMILY
             },
         )
     except Exception as exc:
