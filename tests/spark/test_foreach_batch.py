@@ -366,33 +366,70 @@ def test_the_runner_matches_the_driver_piping_objects() -> None:
     assert direct == driver_output(final_counts(), rows, "counts")
 
 
-# -- restart from state_dir: needs the durable commit of TopologyTestDriver --------------------
+# -- restart from state_dir: a crash anywhere, then a new runner == one uninterrupted run -------
 
-def test_a_crash_between_sink_and_commit_then_a_restart_equals_one_run(spark: Any,
-                                                                       tmp_path: Any) -> None:
-    rows = payment_rows(seed=9, n=400)
-    parts = [kafka_df(spark, batch) for batch in batches(rows, 4)]
+TRAP: dict[str, Any] = {"armed": False, "at": None}
+
+
+def trapped_counts() -> Topology:
+    """final_counts, with a peek that raises at one record while the trap is armed."""
+    def peek(key: Any, value: Any) -> None:
+        if TRAP["armed"] and (key, value) == TRAP["at"]:
+            raise ValueError("the process dies here")
+
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+     .peek(peek)
+     .group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(100, 20))
+     .count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .to("counts"))
+    return b.build()
+
+
+@pytest.mark.parametrize("where", ["in-the-sink", "mid-batch"])
+def test_a_crash_then_a_restart_on_the_same_state_dir_equals_one_run(spark: Any, tmp_path: Any,
+                                                                      where: str) -> None:
+    rows = [(t, k, f"v{i}".encode(), ts) for i, (t, k, _, ts) in enumerate(click_rows(seed=9))]
+    parts = batches(rows, 4)
+    frames = [kafka_df(spark, part) for part in parts]
     by_batch: dict[int, list[TestRecord]] = {}
 
     def overwrite(records: list[TestRecord], batch_id: int) -> None:
         by_batch[batch_id] = records  # a sink that writes per batch id
 
-    def crash_after_sink(records: list[TestRecord], batch_id: int) -> None:
+    def dies_after_batch_2(records: list[TestRecord], batch_id: int) -> None:
         overwrite(records, batch_id)
-        if batch_id == 2:
+        if batch_id == 2 and where == "in-the-sink":
             raise SystemExit("killed after the sink, before the commit")
 
     state = tmp_path / "state"
-    first = ForeachBatchRunner(as_of_join(), state_dir=state, sinks={"converted": crash_after_sink})
-    with pytest.raises(SystemExit):
-        for batch_id, df in enumerate(parts):
-            first(df, batch_id)
+    config = {"commit_interval_records": 7}  # the runner's commit per batch is the only one
+    _, key, value, _ = parts[2][len(parts[2]) // 2]
+    TRAP.update(armed=where == "mid-batch", at=(key.decode(), value.decode()))
+    try:
+        first = ForeachBatchRunner(trapped_counts(), state_dir=state, config=config,
+                                   sinks={"counts": dies_after_batch_2})
+        with pytest.raises((SystemExit, ValueError)):
+            for batch_id, df in enumerate(frames):
+                first(df, batch_id)
+        with pytest.raises(RuntimeError, match="restart with a new ForeachBatchRunner"):
+            first(frames[2], 2)
+    finally:
+        TRAP["armed"] = False
     first.close()
-    with ForeachBatchRunner(as_of_join(), state_dir=state,
-                            sinks={"converted": overwrite}) as second:
+    with ForeachBatchRunner(trapped_counts(), state_dir=state, config=config,
+                            sinks={"counts": overwrite}) as second:
         assert second.committed_batch_id == 1
-        for batch_id, df in enumerate(parts):  # Spark re-delivers from the uncommitted batch
-            if batch_id >= 2:
-                second(df, batch_id)
+        skipped = []
+        for batch_id, df in enumerate(frames):  # Spark delivers the uncommitted batch again
+            second(df, batch_id)
+            assert second.last_progress is not None
+            skipped.append(second.last_progress.skipped)
+        assert skipped == [True, True, False, False]
+        assert second.committed_batch_id == 3
     replayed = [r for batch_id in sorted(by_batch) for r in by_batch[batch_id]]
-    assert replayed == driver_output(as_of_join(), rows, "converted")
+    assert replayed == driver_output(trapped_counts(), rows, "counts")
+

@@ -11,6 +11,7 @@ committed), so every record's effect is applied exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -69,9 +70,11 @@ class ForeachBatchRunner:
     **Failure.** An error while a batch is read (a column mapping that does not fit, bytes a
     serde cannot read, a null timestamp) is raised before any record of it is processed, and
     the runner stays usable. An error after processing began (in user code, a full buffer, a
-    sink) leaves this runner's task ahead of its last commit: the call raises, and every later
-    call raises :class:`RuntimeError`. Restart the query with a new runner on the same
-    ``state_dir``; it resumes from the commit, and Spark re-delivers the failed batch.
+    sink) stops the runner: the call raises, the runner releases ``state_dir`` without
+    committing anything of the batch, and every later call raises :class:`RuntimeError`.
+    Restart the query with a new runner on the same ``state_dir``: it resumes from the last
+    commit, Spark delivers the failed batch again, and the result is that of one run without
+    the failure. Without a ``state_dir`` nothing survives: a new runner starts from scratch.
     """
 
     def __init__(self, topology: Topology, state_dir: str | os.PathLike[str] | None = None,
@@ -116,7 +119,8 @@ class ForeachBatchRunner:
                           for node in topology.nodes
                           if node.kind == "source" and node.consumed is not None
                           for topic in node.topics}
-        # The batch is the unit of work: its state, outputs read and id commit together.
+        # The batch is the unit of work: its state, the outputs read and its id commit
+        # together, in the runner's commit; the driver commits nothing on its own.
         self._driver = TopologyTestDriver(topology, {**(config or {}), "auto_commit": False},
                                           state_dir=state_dir)
         self._inputs = {t: self._driver.create_input_topic(t) for t in self._sources}
@@ -170,9 +174,11 @@ class ForeachBatchRunner:
         except BaseException as exc:
             self._broken = (
                 f"batch {batch_id} failed after its records began to be processed "
-                f"({type(exc).__name__}: {exc}), so this runner's state is ahead of its last "
-                f"commit (batch {committed}); restart with a new ForeachBatchRunner on the "
-                f"same state_dir, which resumes from the commit")
+                f"({type(exc).__name__}: {exc}), so this runner stopped; restart with a new "
+                f"ForeachBatchRunner on the same state_dir: it resumes from the last commit, "
+                f"and Spark delivers the batch again")
+            with contextlib.suppress(Exception):  # the batch's error is the one to see
+                self._driver.close()  # releases state_dir; commits nothing (no auto-commit)
             raise
         self.last_progress = BatchProgress(batch_id, False, table.num_rows, counts,
                                            time.perf_counter() - started)
