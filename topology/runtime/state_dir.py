@@ -155,8 +155,9 @@ def spill_options() -> RocksDBOptions:
 
     Measured with ``benchmarks/spill.py`` (1 M updates, 100 k keys, 10 k records in memory,
     on a shared 2-core VM): RocksDB's defaults (64 MiB memtables, a 32 MiB cache) took 2.3x
-    the peak RSS of the unspilled reference, these about 1.2x; universal compaction cut the
-    CPU time of a random read and write over 500 k keys from about 28 to 21 us.
+    the peak RSS of the unspilled reference, these about 1.2x (1.6x with 1 M keys: see
+    docs/performance.md); universal compaction cut the CPU time of a random read and write
+    over 500 k keys from about 28 to 21 us.
     """
     from ..state.rocksdb import RocksDBOptions
 
