@@ -236,7 +236,8 @@ class FusedFinalResults:
         size = self._size
         agg = self._agg
         if is_window_closed(start + size, self._grace, agg.stream_time):
-            agg._drop_expired(ctx if ctx is not None else _context(ts, *raw),  # type: ignore[misc]
+            agg._drop_expired(key, value,
+                              ctx if ctx is not None else _context(ts, *raw),  # type: ignore[misc]
                               start, start + size)
             return
         old, new, out_ts = agg.aggregate_into(key, value, ts, start)
