@@ -20,7 +20,7 @@ from __future__ import annotations
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import TopologyError
@@ -178,6 +178,8 @@ class _Grouping(ABC):
             return proc
 
         node = b.add_node(kind.prefix, factory, [source], name=name, stores=[store])
+        if info is not None:
+            info = replace(info, aggregation=node.name)
         if kind.late_records_to is not None:
             topic = kind.late_records_to
             key_ser, value_ser = self._key_serde, self._value_serde
@@ -194,9 +196,10 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
                       window: AnyWindows, persistence: bool | None) -> WindowInfo:
     """Add the store of a windowed aggregation; its table's close delay and buffer time.
 
-    Time windows: size ``size``, retention ``size + grace``. Sliding windows (Kafka's
-    defaults): a window store of size ``d`` keeping ``2d + grace``, since a record looks back
-    ``2d`` for the windows it updates.
+    Time windows: size ``size``, retention ``size + grace``. Sliding windows: a window store
+    of size ``d`` keeping ``3d + grace + 2`` ms: an accepted record has ``t >= T - grace - d``
+    and looks back to ``t - 2d``, while the store's newest window may start at ``T + 1``.
+    (Kafka keeps ``2d + grace``, which for ``d < 2`` lets an open window expire.)
     """
     key_ser = serializer_of(key_serde)
     if isinstance(window, TimeWindows):
@@ -204,7 +207,7 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
         info = WindowInfo(window.grace_ms, _window_end)
     elif isinstance(window, SlidingWindows):
         size = window.time_difference_ms
-        retention = 2 * size + window.grace_ms
+        retention = 3 * size + window.grace_ms + 2
         info = WindowInfo(window.grace_ms, _inclusive_window_end)
     else:
         raise TopologyError(f"no window store for {window!r}")
