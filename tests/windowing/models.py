@@ -16,14 +16,18 @@ FLUSH_KEY = "~flush"
 
 def final_counts_topology(windows: Any, *, persistent: bool | None = None,
                           late_records_to: str | None = None,
-                          suppressed: Suppressed | None = None) -> Topology:
-    """``stream('in').group_by_key().windowed_by(windows).count()``: raw updates and final
-    results both written to ``all`` (values tagged ``raw``/``final``), final results to
-    ``final`` too."""
+                          suppressed: Suppressed | None = None, raw: bool = True) -> Topology:
+    """``stream('in').group_by_key().windowed_by(windows).count()`` and final results.
+
+    Raw updates (unless ``raw`` is false: then the suppression is the aggregation's only
+    child, and may run fused) and final results are written to ``all`` (values tagged
+    ``raw``/``final``), final results to ``final`` too.
+    """
     b = StreamsBuilder()
     counts = b.stream("in").group_by_key().windowed_by(windows).count(
         Materialized(name="counts", persistence=persistent), late_records_to=late_records_to)
-    counts.to_stream().map_values(lambda v: ("raw", v)).to("all")
+    if raw:
+        counts.to_stream().map_values(lambda v: ("raw", v)).to("all")
     final = counts.suppress(suppressed or Suppressed.until_window_closes(BufferConfig.unbounded()))
     final.to_stream().map_values(lambda v: ("final", v)).to("all")
     final.to_stream().to("final")

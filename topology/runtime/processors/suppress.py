@@ -86,7 +86,7 @@ class SuppressNodeProcessor(InternalProcessor):
                               else task.processors[self._upstream_name])
             self._wall_prev = self._wall_last = task.clock.now_ms()
             self._seen_at_tick = 0
-            self._time_last = self.engine.stream_time
+            self._time_last = NO_TIMESTAMP
             task.on_wall_clock(self._wall_tick)
 
     def _wall_tick(self, now: int) -> None:
@@ -94,6 +94,8 @@ class SuppressNodeProcessor(InternalProcessor):
         if self._seen != self._seen_at_tick:  # records arrived while the clock stood still
             self._seen_at_tick = self._seen
             self._wall_last = self._wall_prev
+            self._time_last = self.engine.stream_time
+        elif self._time_last == NO_TIMESTAMP:  # none yet, or a stream time restored since
             self._time_last = self.engine.stream_time
         self._wall_prev = now
         idle_for = now - self._wall_last
