@@ -10,9 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology.serde import Serdes, serializer_of
-from topology.state.memory import InMemoryKeyValueStore, InMemoryWindowStore
-from topology.state.rocksdb import RocksDBKeyValueStore, RocksDBWindowStore
-from topology.testing.contracts import check_key_value_store, check_window_store
+from topology.state.memory import (
+    InMemoryKeyValueStore,
+    InMemorySessionStore,
+    InMemoryWindowStore,
+)
+from topology.state.rocksdb import RocksDBKeyValueStore, RocksDBSessionStore, RocksDBWindowStore
+from topology.testing.contracts import (
+    check_key_value_store,
+    check_session_store,
+    check_window_store,
+)
 
 from .backends import STATE_DIRS
 
@@ -26,6 +34,11 @@ WINDOW_BACKENDS: dict[str, Callable[[int, int], Any]] = {
     "memory": lambda size, retention: InMemoryWindowStore("w", _STR, size, retention),
     "rocksdb": lambda size, retention: RocksDBWindowStore(
         "w", _STR, size, retention, STATE_DIRS.keyspace("w")),
+}
+SESSION_BACKENDS: dict[str, Callable[[int], Any]] = {
+    "memory": lambda retention: InMemorySessionStore("s", _STR, retention),
+    "rocksdb": lambda retention: RocksDBSessionStore(
+        "s", _STR, retention, STATE_DIRS.keyspace("s")),
 }
 """Persistent entries open a StateDB each (a fresh temporary directory), closed after each
 test or hypothesis example by :data:`STATE_DIRS`."""
@@ -45,6 +58,11 @@ def test_key_value_contract(backend: str) -> None:
 @pytest.mark.parametrize("backend", sorted(WINDOW_BACKENDS))
 def test_window_contract(backend: str) -> None:
     check_window_store(WINDOW_BACKENDS[backend])
+
+
+@pytest.mark.parametrize("backend", sorted(SESSION_BACKENDS))
+def test_session_contract(backend: str) -> None:
+    check_session_store(SESSION_BACKENDS[backend])
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["put", "delete", "put_if_absent"]),

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from operator import itemgetter
 from typing import Any
 
 from ...errors import StoreClosedError
 
 __all__ = ("InMemoryKeyValueStore",)
+
+_first = itemgetter(0)
 
 
 class InMemoryKeyValueStore:
@@ -160,6 +164,43 @@ class InMemoryKeyValueStore:
     def reverse_all(self) -> Iterator[tuple[Any, Any]]:
         """Every ``(key, value)`` in reverse key-bytes order."""
         return self.reverse_range(None, None)
+
+    def _prefixed(self, prefix: Any, prefix_serializer: Callable[[Any], bytes | None] | None
+                  ) -> list[tuple[Any, Any]]:
+        self._check_open()
+        start = (prefix_serializer or self._key_bytes)(prefix) or b""
+        order = self._sorted()
+        i = bisect_left(order, start, key=_first)
+        data = self._data
+        out = []
+        for kb, key in order[i:]:
+            if not kb.startswith(start):
+                break
+            out.append((key, data[key][0]))
+        return out
+
+    def prefix_scan(self, prefix: Any,
+                    prefix_serializer: Callable[[Any], bytes | None] | None = None
+                    ) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` pairs whose serialized key starts with the bytes of ``prefix``.
+
+        In key-bytes order. ``prefix`` is serialized by ``prefix_serializer`` (default: the
+        store's key serializer), as Kafka's ``prefixScan(prefix, serializer)``.
+
+        Runtime complexity: O(log n + k) for k pairs (after a re-sort if keys changed).
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return iter(self._prefixed(prefix, prefix_serializer))
+
+    def reverse_prefix_scan(self, prefix: Any,
+                            prefix_serializer: Callable[[Any], bytes | None] | None = None
+                            ) -> Iterator[tuple[Any, Any]]:
+        """:meth:`prefix_scan`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return reversed(self._prefixed(prefix, prefix_serializer))
 
     def approximate_num_entries(self) -> int:
         """Number of keys."""

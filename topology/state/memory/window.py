@@ -9,16 +9,23 @@ from sortedcontainers import SortedList
 
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed
+from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_window_fetch
 
 __all__ = ("InMemoryWindowStore",)
+
+
+def _key_then_start(row: tuple[bytes, int, Any, Any]) -> tuple[bytes, int]:
+    return row[0], row[1]
 
 
 class InMemoryWindowStore:
     """Window store bucketed by window start; windows older than the retention are dropped.
 
     Retention: a window with ``start <= observed_stream_time - retention_ms`` is expired and
-    removed; writes to it are ignored (the aggregation never sends them). Iteration is by
-    window start, then key bytes; backward iteration is exactly the reverse.
+    removed; writes to it are ignored (the aggregation never sends them). ``fetch_all`` and
+    ``all`` are by window start, then key bytes; a key-range ``fetch`` is by key bytes, then
+    window start (see :mod:`topology.state.window_queries`); backward iteration is exactly
+    the reverse; ``None`` bounds are open.
 
     :param window_size_ms: used to rebuild ``Window(start, start + size)`` for results.
     """
@@ -124,21 +131,42 @@ class InMemoryWindowStore:
         self._check_open()
         self.put_with_timestamp(key, value, window_start, window_start)
 
-    def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
-        """With one time: the value in the window starting there (or ``None``).
+    def fetch(self, *args: Any) -> Any:
+        """One window's value, or the windows of a key or key range in a time range.
 
-        With two: an iterator of ``(window start, value)`` for starts in
-        ``[time_from, time_to]``, ascending.
+        ``fetch(key, start)``, ``fetch(key, time_from, time_to)`` or
+        ``fetch(key_from, key_to, time_from, time_to)``. With a key and one time (ms): the
+        value in the window starting there (or ``None``).
+        With a key and two times: an iterator of ``(window start, value)`` for starts in
+        ``[time_from, time_to]``, ascending. With a key range: an iterator of
+        ``(Windowed, value)`` for keys in ``[key_from, key_to]`` (serialized bytes) and starts
+        in ``[time_from, time_to]``, by key bytes, then start. ``None`` bounds are open.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: another number of arguments, a ``None`` single key, a time that is
+            not an ``int`` (or ``None`` for a range bound).
         """
+        query = parse_window_fetch("fetch", args, True)
         self._check_open()
-        if time_to is None:
-            item = self.get_with_timestamp(key, time_from)
+        if query.form == POINT:
+            assert query.time_from is not None
+            item = self.get_with_timestamp(query.key_from, query.time_from)
             return None if item is None else item[0]
-        return iter(self._fetch_key(key, time_from, time_to))
+        if query.form == KEY:
+            return iter(self._fetch_key(query.key_from, query.time_from, query.time_to))
+        return iter(self._fetch_keys(query))
 
-    def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[tuple[int, Any]]:
-        """:meth:`fetch` with two times, in descending start order."""
-        return reversed(self._fetch_key(key, time_from, time_to))
+    def backward_fetch(self, *args: Any) -> Iterator[Any]:
+        """:meth:`fetch` with a time range (one key or a key range), exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: as :meth:`fetch` (the point form is not accepted).
+        """
+        query = parse_window_fetch("backward_fetch", args, False)
+        self._check_open()
+        if query.form == KEY:
+            return reversed(self._fetch_key(query.key_from, query.time_from, query.time_to))
+        return reversed(self._fetch_keys(query))
 
     def _fetch_key(self, key: Any, time_from: int | None, time_to: int | None
                    ) -> list[tuple[int, Any]]:
@@ -149,6 +177,24 @@ class InMemoryWindowStore:
             if item is not None:
                 out.append((start, item[0]))
         return out
+
+    def _fetch_keys(self, query: WindowQuery) -> list[tuple[Windowed, Any]]:
+        """Windows of keys in the query's key range, by key bytes, then start."""
+        ser = self._key_bytes
+        lo = None if query.key_from is None else ser(query.key_from) or b""
+        hi = None if query.key_to is None else ser(query.key_to) or b""
+        if lo is not None and hi is not None and lo > hi:
+            return []
+        size = self.window_size_ms
+        found = []
+        for start in self._starts.irange(query.time_from, query.time_to):
+            for key, item in self._by_start[start].items():
+                kb = ser(key) or b""
+                if (lo is None or kb >= lo) and (hi is None or kb <= hi):
+                    found.append((kb, start, key, item[0]))
+        found.sort(key=_key_then_start)
+        return [(Windowed(key, Window(start, start + size)), value)
+                for _, start, key, value in found]
 
     def _select(self, time_from: int | None, time_to: int | None) -> list[tuple[Windowed, Any]]:
         self._check_open()
@@ -164,13 +210,27 @@ class InMemoryWindowStore:
                 out.append((Windowed(key, window), bucket[key][0]))
         return out
 
-    def fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
-        """``(Windowed, value)`` for windows starting in ``[time_from, time_to]``."""
-        return iter(self._select(time_from, time_to))
+    def fetch_all(self, time_from: int | None, time_to: int | None
+                  ) -> Iterator[tuple[Windowed, Any]]:
+        """``(Windowed, value)`` for windows starting in ``[time_from, time_to]`` (ms).
 
-    def backward_fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
-        """:meth:`fetch_all` in reverse order."""
-        return reversed(self._select(time_from, time_to))
+        By window start, then key bytes; ``None`` bounds are open.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: a bound is neither an ``int`` nor ``None``.
+        """
+        return iter(self._select(check_time_bound(time_from, "time_from"),
+                                 check_time_bound(time_to, "time_to")))
+
+    def backward_fetch_all(self, time_from: int | None, time_to: int | None
+                           ) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`fetch_all`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: a bound is neither an ``int`` nor ``None``.
+        """
+        return reversed(self._select(check_time_bound(time_from, "time_from"),
+                                     check_time_bound(time_to, "time_to")))
 
     def all(self) -> Iterator[tuple[Windowed, Any]]:
         """Every ``(Windowed, value)``, by window start then key bytes."""

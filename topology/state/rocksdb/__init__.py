@@ -4,7 +4,8 @@
 offsets, a batch id) in one state directory, as named :class:`Keyspace` objects, and commits
 them all in one atomic write. ``codec`` holds the integer key encodings that sort as RocksDB
 orders keys. The persistent stores, :class:`RocksDBKeyValueStore`,
-:class:`RocksDBWindowStore` and :class:`RocksDBVersionedKeyValueStore`, each keep their data
+:class:`RocksDBWindowStore`, :class:`RocksDBSessionStore` and
+:class:`RocksDBVersionedKeyValueStore`, each keep their data
 in one keyspace and behave as their in-memory counterparts. rocksdict is imported only inside
 this package.
 """
@@ -15,6 +16,7 @@ from .key_value import RocksDBKeyValueStore
 from .keyspace import Keyspace
 from .layout import FORMAT_VERSION
 from .options import RocksDBOptions
+from .session import RocksDBSessionStore
 from .statedb import StateDB
 from .versioned import RocksDBVersionedKeyValueStore
 from .window import RocksDBWindowStore
@@ -24,6 +26,7 @@ __all__ = (
     "Keyspace",
     "RocksDBKeyValueStore",
     "RocksDBOptions",
+    "RocksDBSessionStore",
     "RocksDBVersionedKeyValueStore",
     "RocksDBWindowStore",
     "StateDB",

@@ -23,6 +23,7 @@ from typing import Any
 
 from ...errors import StoreClosedError
 from ..codec import StateCodecError, decode, encode
+from .codec import prefix_end
 from .keyspace import Keyspace
 
 __all__ = ("RocksDBKeyValueStore",)
@@ -107,7 +108,8 @@ class RocksDBKeyValueStore:
     (after a commit and a restart, say) gives the same contents.
 
     Methods: looking up (:meth:`get`, :meth:`get_with_timestamp`, :meth:`range`,
-    :meth:`reverse_range`, :meth:`all`, :meth:`reverse_all`, :meth:`approximate_num_entries`),
+    :meth:`reverse_range`, :meth:`all`, :meth:`reverse_all`, :meth:`prefix_scan`,
+    :meth:`reverse_prefix_scan`, :meth:`approximate_num_entries`),
     writing (:meth:`put`, :meth:`put_if_absent`, :meth:`delete`, :meth:`put_with_timestamp`,
     :meth:`upsert`), miscellany (:meth:`close`, :attr:`written`).
 
@@ -295,6 +297,36 @@ class RocksDBKeyValueStore:
         :raises StoreClosedError: the store is closed.
         """
         return self._select(None, None, True)
+
+    def _prefixed(self, prefix: Any, prefix_serializer: Callable[[Any], bytes | None] | None,
+                  reverse: bool) -> Iterator[tuple[Any, Any]]:
+        self._check_open()
+        start = (prefix_serializer or self._key_bytes)(prefix) or b""
+        return _pairs(self._keyspace.items(start, prefix_end(start), reverse))
+
+    def prefix_scan(self, prefix: Any,
+                    prefix_serializer: Callable[[Any], bytes | None] | None = None
+                    ) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` pairs whose serialized key starts with the bytes of ``prefix``.
+
+        In key-bytes order. ``prefix`` is serialized by ``prefix_serializer`` (default: the
+        store's key serializer), as Kafka's ``prefixScan(prefix, serializer)``. The iterator
+        sees the store as of the call and reads it lazily.
+
+        Runtime complexity: O(log n + k) for k pairs.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._prefixed(prefix, prefix_serializer, False)
+
+    def reverse_prefix_scan(self, prefix: Any,
+                            prefix_serializer: Callable[[Any], bytes | None] | None = None
+                            ) -> Iterator[tuple[Any, Any]]:
+        """:meth:`prefix_scan`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._prefixed(prefix, prefix_serializer, True)
 
     def approximate_num_entries(self) -> int:
         """Number of keys (exact: it counts them).

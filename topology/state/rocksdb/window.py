@@ -30,6 +30,7 @@ from ...errors import StoreClosedError
 from ...windows import Window, Windowed
 from ..segments import window_segment_interval
 from ..versioned import segment_id
+from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_window_fetch
 from .codec import decode_int64, encode_int64
 from .key_value import pack_entry, unpack_entry, unpack_value, unpack_value_only
 from .keyspace import Keyspace
@@ -45,8 +46,9 @@ _MAX_START = 2**63 - 1
 class RocksDBWindowStore:
     """Window store of ``(key, window start) -> (value, timestamp)`` in a keyspace.
 
-    Behaves as :class:`~topology.state.memory.InMemoryWindowStore`: iteration is by window
-    start, then serialized key bytes (unsigned), backward iteration exactly the reverse;
+    Behaves as :class:`~topology.state.memory.InMemoryWindowStore`: ``fetch_all`` and
+    ``all`` are by window start, then serialized key bytes (unsigned), a key-range ``fetch``
+    by key bytes, then start, backward iteration exactly the reverse, ``None`` bounds open;
     windows that start at or before ``observed - retention_ms`` are gone and writes to them
     ignored; once :meth:`close` ran every operation raises
     :class:`~topology.errors.StoreClosedError`. Keys are equal when their serialized bytes
@@ -205,33 +207,70 @@ class RocksDBWindowStore:
         self._check_open()
         self.put_with_timestamp(key, value, window_start, window_start)
 
-    def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
-        """With one time: the value in the window starting there (or ``None``).
+    def fetch(self, *args: Any) -> Any:
+        """One window's value, or the windows of a key or key range in a time range.
 
-        With two: an iterator of ``(window start, value)`` for starts in
-        ``[time_from, time_to]`` (ms), ascending, as of the call.
+        ``fetch(key, start)``, ``fetch(key, time_from, time_to)`` or
+        ``fetch(key_from, key_to, time_from, time_to)``. With a key and one time (ms): the
+        value in the window starting there (or ``None``). With a key and two times: an
+        iterator of ``(window start, value)`` for starts in ``[time_from, time_to]``,
+        ascending. With a key range: an iterator of ``(Windowed, value)`` for keys in
+        ``[key_from, key_to]`` (serialized bytes) and starts in ``[time_from, time_to]``, by
+        key bytes, then start. ``None`` bounds are open. Iterators are the store as of the
+        call.
 
-        Runtime complexity: one lookup; with two times, one or two seeks per distinct window
-        start in the range (each merging the keyspace's pending writes in the range).
+        Runtime complexity: a point fetch is one lookup; a single key's range seeks once or
+        twice per distinct window start in the range (each merging the keyspace's pending
+        writes in the range); a key range reads every window of the time range once and
+        sorts the matches, O(w + m log m).
 
         :raises StoreClosedError: the store is closed.
+        :raises TypeError: another number of arguments, a ``None`` single key, a time that is
+            not an ``int`` (or ``None`` for a range bound).
         """
+        query = parse_window_fetch("fetch", args, True)
         self._check_open()
-        if time_to is None:
+        if query.form == POINT:
+            time_from = query.time_from
+            assert time_from is not None
             if time_from <= self._observed - self.retention_ms:
                 return None
-            raw = self._get(encode_int64(time_from) + (self._key_bytes(key) or b""))
+            raw = self._get(encode_int64(time_from) + (self._key_bytes(query.key_from) or b""))
             return None if raw is None else unpack_value_only(raw)
-        return iter(self._fetch_key(key, time_from, time_to))
+        if query.form == KEY:
+            return iter(self._fetch_key(query.key_from, query.time_from, query.time_to))
+        return iter(self._fetch_keys(query))
 
-    def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[tuple[int, Any]]:
-        """:meth:`fetch` with two times, in descending start order.
+    def backward_fetch(self, *args: Any) -> Iterator[Any]:
+        """:meth:`fetch` with a time range (one key or a key range), exactly reversed.
 
         :raises StoreClosedError: the store is closed.
+        :raises TypeError: as :meth:`fetch` (the point form is not accepted).
         """
-        return reversed(self._fetch_key(key, time_from, time_to))
+        query = parse_window_fetch("backward_fetch", args, False)
+        self._check_open()
+        if query.form == KEY:
+            return reversed(self._fetch_key(query.key_from, query.time_from, query.time_to))
+        return reversed(self._fetch_keys(query))
 
-    def _fetch_key(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
+    def _fetch_keys(self, query: WindowQuery) -> list[tuple[Windowed, Any]]:
+        """Windows of keys in the query's key range, by key bytes, then start."""
+        ser = self._key_bytes
+        lo = None if query.key_from is None else ser(query.key_from) or b""
+        hi = None if query.key_to is None else ser(query.key_to) or b""
+        if lo is not None and hi is not None and lo > hi:
+            return []
+        found = [
+            (window_key[8:], window_key[:8], raw)
+            for window_key, raw in self._window_items(query.time_from, query.time_to, False)
+            if (lo is None or window_key[8:] >= lo) and (hi is None or window_key[8:] <= hi)
+        ]
+        found.sort(key=_key_then_start)
+        return list(_windows(((start + kb, raw) for kb, start, raw in found),
+                             self.window_size_ms))
+
+    def _fetch_key(self, key: Any, time_from: int | None, time_to: int | None
+                   ) -> list[tuple[int, Any]]:
         """``(start, value)`` of ``key`` for live starts in ``[time_from, time_to]``.
 
         Skips from window start to window start: each seek finds the first entry at or after
@@ -239,8 +278,9 @@ class RocksDBWindowStore:
         """
         self._check_open()
         key_bytes = self._key_bytes(key) or b""
-        start = max(time_from, self._observed - self.retention_ms + 1, _MIN_START)
-        last = min(time_to, _MAX_START)
+        start = max(_MIN_START if time_from is None else time_from,
+                    self._observed - self.retention_ms + 1, _MIN_START)
+        last = _MAX_START if time_to is None else min(time_to, _MAX_START)
         upper = None if last == _MAX_START else encode_int64(last + 1)
         items = self._keyspace.items
         out = []
@@ -264,6 +304,11 @@ class RocksDBWindowStore:
                 ) -> Iterator[tuple[Windowed, Any]]:
         """``(Windowed, value)`` for live windows starting in ``[time_from, time_to]``."""
         self._check_open()
+        return _windows(self._window_items(time_from, time_to, reverse), self.window_size_ms)
+
+    def _window_items(self, time_from: int | None, time_to: int | None, reverse: bool
+                      ) -> Iterator[tuple[bytes, bytes]]:
+        """The keyspace items of live windows starting in ``[time_from, time_to]``."""
         first_live = self._observed - self.retention_ms + 1
         start = first_live if time_from is None else max(time_from, first_live)
         last = _MAX_START if time_to is None else min(time_to, _MAX_START)
@@ -271,24 +316,31 @@ class RocksDBWindowStore:
             return iter(())
         lower = encode_int64(max(start, _MIN_START))
         upper = None if last == _MAX_START else encode_int64(last + 1)
-        return _windows(self._keyspace.items(lower, upper, reverse), self.window_size_ms)
+        return self._keyspace.items(lower, upper, reverse)
 
-    def fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
+    def fetch_all(self, time_from: int | None, time_to: int | None
+                  ) -> Iterator[tuple[Windowed, Any]]:
         """``(Windowed, value)`` for windows starting in ``[time_from, time_to]`` (ms).
 
-        By window start, then key bytes; the iterator sees the store as of the call and
-        reads it lazily. Runtime complexity: O(log n + k) for k results.
+        By window start, then key bytes; ``None`` bounds are open; the iterator sees the
+        store as of the call and reads it lazily. Runtime complexity: O(log n + k) for k
+        results.
 
         :raises StoreClosedError: the store is closed.
+        :raises TypeError: a bound is neither an ``int`` nor ``None``.
         """
-        return self._select(time_from, time_to, False)
+        return self._select(check_time_bound(time_from, "time_from"),
+                            check_time_bound(time_to, "time_to"), False)
 
-    def backward_fetch_all(self, time_from: int, time_to: int) -> Iterator[tuple[Windowed, Any]]:
-        """:meth:`fetch_all` in reverse order.
+    def backward_fetch_all(self, time_from: int | None, time_to: int | None
+                           ) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`fetch_all`, exactly reversed.
 
         :raises StoreClosedError: the store is closed.
+        :raises TypeError: a bound is neither an ``int`` nor ``None``.
         """
-        return self._select(time_from, time_to, True)
+        return self._select(check_time_bound(time_from, "time_from"),
+                            check_time_bound(time_to, "time_to"), True)
 
     def all(self) -> Iterator[tuple[Windowed, Any]]:
         """Every ``(Windowed, value)``, by window start then key bytes.
@@ -322,6 +374,10 @@ class RocksDBWindowStore:
             key, value, _ = unpack_entry(raw)
             assert value is not None, f"window {start}: a stored None (puts of None delete)"
             assert (ser(key) or b"") == window_key[8:], f"window {start}: the key {key!r} moved"
+
+
+def _key_then_start(row: tuple[bytes, bytes, bytes]) -> tuple[bytes, bytes]:
+    return row[0], row[1]
 
 
 def _windows(items: Iterator[tuple[bytes, bytes]], size: int

@@ -34,7 +34,8 @@ def check_key_value_store(factory: StoreFactory) -> None:
     closed_store_refuses(factory(), [
         ("get", ("a",)), ("put", ("a", 1)), ("delete", ("a",)), ("put_if_absent", ("a", 1)),
         ("range", ("a", "b")), ("reverse_range", ("a", "b")), ("all", ()),
-        ("reverse_all", ()), ("approximate_num_entries", ()),
+        ("reverse_all", ()), ("prefix_scan", ("a",)), ("reverse_prefix_scan", ("a",)),
+        ("approximate_num_entries", ()),
     ])
 
 
@@ -77,3 +78,12 @@ def _ranges(store: Any) -> None:
         expect(got == want, f"range({lo!r}, {hi!r}) gives {want}, not {got}")
         back = list(store.reverse_range(lo, hi))
         expect(back == want[::-1], f"reverse_range({lo!r}, {hi!r}) is range reversed: {back}")
+    for prefix in ["a", "", "B", "é", "zz", "aa"]:
+        want = [kv for kv in everything if kv[0].encode().startswith(prefix.encode())]
+        got = list(store.prefix_scan(prefix))
+        expect(got == want, f"prefix_scan({prefix!r}) gives {want}, not {got}")
+        back = list(store.reverse_prefix_scan(prefix))
+        expect(back == want[::-1], f"reverse_prefix_scan({prefix!r}) is prefix_scan reversed")
+    upper = list(store.prefix_scan("A", lambda p: p.lower().encode()))
+    expect(upper == [kv for kv in everything if kv[0].startswith("a")],
+           "prefix_scan serializes the prefix with the serializer it is given")

@@ -32,9 +32,12 @@ def check_window_store(factory: WindowStoreFactory) -> None:
     _basic(factory(10, 1_000))
     _iteration(factory(10, 1_000))
     _retention(factory(10, 30))
+    _refusals(factory(10, 1_000))
     closed_store_refuses(factory(10, 1_000), [
         ("put", ("a", 1, 0)), ("fetch", ("a", 0)), ("fetch", ("a", 0, 10)),
-        ("backward_fetch", ("a", 0, 10)), ("fetch_all", (0, 10)),
+        ("fetch", ("a", None, None)), ("fetch", ("a", "b", 0, 10)),
+        ("backward_fetch", ("a", 0, 10)), ("backward_fetch", (None, None, None, None)),
+        ("fetch_all", (0, 10)), ("fetch_all", (None, None)),
         ("backward_fetch_all", (0, 10)), ("all", ()), ("backward_all", ()),
     ])
 
@@ -65,8 +68,26 @@ def _iteration(store: Any) -> None:
                 rows.append((Windowed(key, Window(start, start + 10)), value))
     expect(list(store.all()) == rows, "all() is by window start, then key bytes")
     expect(list(store.backward_all()) == rows[::-1], "backward_all() is all() reversed")
-    for lo, hi in [(0, 30), (10, 20), (5, 25), (20, 10), (40, 50)]:
-        want = [r for r in rows if lo <= r[0].window.start <= hi]
+    by_key = sorted(rows, key=lambda r: (r[0].key.encode(), r[0].window.start))
+    for lo, hi in [(0, 30), (10, 20), (5, 25), (20, 10), (40, 50), (None, 10), (10, None),
+                   (None, None)]:
+        in_time = [r for r in by_key if (lo is None or r[0].window.start >= lo)
+                   and (hi is None or r[0].window.start <= hi)]
+        for key_lo, key_hi in [("a", "aa"), ("B", "b"), (None, "aa"), ("aa", None),
+                               (None, None), ("b", "a"), ("a", "a")]:
+            want = [r for r in in_time
+                    if (key_lo is None or r[0].key.encode() >= key_lo.encode())
+                    and (key_hi is None or r[0].key.encode() <= key_hi.encode())]
+            got = list(store.fetch(key_lo, key_hi, lo, hi))
+            expect(got == want, f"fetch({key_lo!r}, {key_hi!r}, {lo}, {hi}) gives {want}, "
+                   f"not {got}")
+            back = list(store.backward_fetch(key_lo, key_hi, lo, hi))
+            expect(back == want[::-1], f"backward_fetch({key_lo!r}, {key_hi!r}, {lo}, {hi}) "
+                   "is fetch reversed")
+    for lo, hi in [(0, 30), (10, 20), (5, 25), (20, 10), (40, 50), (None, 10), (10, None),
+                   (None, None)]:
+        want = [r for r in rows if (lo is None or r[0].window.start >= lo)
+                and (hi is None or r[0].window.start <= hi)]
         got = list(store.fetch_all(lo, hi))
         expect(got == want, f"fetch_all({lo}, {hi}) gives {want}, not {got}")
         back = list(store.backward_fetch_all(lo, hi))
@@ -79,6 +100,23 @@ def _iteration(store: Any) -> None:
                    f"backward_fetch({key!r}, {lo}, {hi}) is fetch reversed")
 
 
+def _refusals(store: Any) -> None:
+    bad: list[tuple[str, tuple[Any, ...]]] = [
+        ("fetch", ("a",)), ("fetch", ("a", None)), ("fetch", ("a", 0.5)),
+        ("fetch", (None, 0, 10)), ("fetch", ("a", 0, "10")), ("backward_fetch", ("a", 0)),
+        ("backward_fetch", ("a", "b", 0, 1.5)), ("fetch_all", (0, "1")),
+        ("backward_fetch_all", (True, None)), ("fetch", ("a", "b", "c", "d", "e")),
+    ]
+    for method, args in bad:
+        try:
+            result = getattr(store, method)(*args)
+            if hasattr(result, "__next__"):
+                next(result, None)
+        except TypeError:
+            continue
+        raise AssertionError(f"store contract: {method}{args!r} must raise TypeError")
+
+
 def _retention(store: Any) -> None:
     store.put("a", 1, 0)
     store.put("a", 2, 20)
@@ -88,3 +126,7 @@ def _retention(store: Any) -> None:
     store.put("b", 4, 0)
     expect(store.fetch("b", 0) is None, "a write to an expired window is ignored")
     expect([w.window.start for w, _ in store.all()] == [20, 30], "only live windows remain")
+    expect(list(store.fetch("a", None, None)) == [(20, 2), (30, 3)],
+           "a key's open-ended fetch skips expired windows")
+    expect([w.window.start for w, _ in store.backward_fetch(None, None, None, None)] == [30, 20],
+           "an open-ended key-range fetch skips expired windows")

@@ -1,0 +1,336 @@
+"""In-memory session store: sessions ``(key, start, end) -> aggregate``, with retention."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from ...errors import StoreClosedError
+from ...windows import Window, Windowed
+from ..segments import window_segment_interval
+from ..sessions import MIN_TIME, SessionQuery, parse_fetch, parse_find, session_parts
+
+__all__ = ("InMemorySessionStore",)
+
+
+class _Sessions:
+    """The sessions of one key: ``(end, start)`` pairs in order, and their aggregates."""
+
+    __slots__ = ("aggs", "key", "times")
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+        self.times: list[tuple[int, int]] = []
+        self.aggs: list[Any] = []
+
+
+class InMemorySessionStore:
+    """Session store of ``Windowed(key, Window(start, end)) -> aggregate`` (Kafka's SessionStore).
+
+    Both ends of a session are inclusive (ms). Queries return ``(Windowed, aggregate)`` pairs
+    ordered by serialized key bytes (unsigned), then session end, then session start;
+    ``backward_*`` queries give exactly the reversed sequence; ``None`` bounds are open. A
+    session with ``end <= observed_stream_time - retention_ms`` is expired: queries skip it
+    and writes to it are ignored (see :mod:`topology.state.sessions`). Once :meth:`close`
+    ran every public operation raises :class:`~topology.errors.StoreClosedError`.
+
+    Methods: looking up (:meth:`fetch_session`, :meth:`find_sessions`,
+    :meth:`backward_find_sessions`, :meth:`fetch`, :meth:`backward_fetch`, :meth:`all`,
+    :meth:`backward_all`, :meth:`approximate_num_entries`), writing (:meth:`put`,
+    :meth:`remove`), miscellany (:meth:`close`, :attr:`written`,
+    :attr:`observed_stream_time`).
+
+    Runtime complexity: ``put``/``remove``/``fetch_session`` are a dict lookup and a bisect
+    in the key's sessions, O(log s) plus O(s) list insertion for s sessions of the key (a new
+    key adds O(log n) to keep the keys in order); a single-key query is O(log s + k) for k
+    results, a key-range query O(log n + m) for the m sessions of the keys in the range.
+    Expired sessions are dropped a segment at a time, when the stream time leaves it.
+
+    >>> s = InMemorySessionStore("s", str.encode, retention_ms=1_000)
+    >>> s.put(Windowed("a", Window(0, 5)), 2); s.put(Windowed("a", Window(20, 20)), 1)
+    >>> [(str(w), n) for w, n in s.find_sessions("a", 4, 30)]
+    [('[a@0/5]', 2), ('[a@20/20]', 1)]
+    >>> [str(w) for w, _ in s.backward_fetch("a")]
+    ['[a@20/20]', '[a@0/5]']
+
+    :param key_serializer: the bytes of a key; they define equality and order.
+    :param retention_ms: how long (ms) behind the observed stream time sessions are kept.
+    :param segment_interval_ms: the width (ms) of the end-time segments that expire whole
+        (``None``: :func:`~topology.state.segments.window_segment_interval`).
+    :raises TypeError: ``retention_ms`` or ``segment_interval_ms`` is not an ``int``.
+    :raises ValueError: ``retention_ms < 0`` or ``segment_interval_ms < 1``.
+    """
+
+    persistent = False
+    is_open = True
+    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
+
+    def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
+                 retention_ms: int, segment_interval_ms: int | None = None) -> None:
+        if segment_interval_ms is None and type(retention_ms) is int:
+            segment_interval_ms = window_segment_interval(retention_ms)
+        for what, value, least in (("retention_ms", retention_ms, 0),
+                                   ("segment_interval_ms", segment_interval_ms, 1)):
+            if type(value) is not int:
+                raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
+            if value < least:
+                raise ValueError(f"{what} is at least {least} ms, got {value}")
+        assert segment_interval_ms is not None
+        self.name = name
+        self._key_bytes = key_serializer
+        self.retention_ms = retention_ms
+        self.segment_interval_ms = segment_interval_ms
+        """Width (ms) of the end-time segments that expire whole."""
+        self._by_key: dict[bytes, _Sessions] = {}
+        self._keys: SortedList = SortedList()
+        self._segments: dict[int, set[bytes]] = {}
+        """Segment id -> the keys that had a session ending in it (possibly removed since)."""
+        self._observed = -1
+        self._live_segment = self._segment_of_min_live(-1)
+        self._written = False
+
+    @property
+    def observed_stream_time(self) -> int:
+        """The largest session end written so far (ms); ``-1`` before the first write."""
+        return self._observed
+
+    @property
+    def written(self) -> bool:
+        """Whether anything was put or removed (a write to an expired session is not a write).
+
+        Kafka logs every write of a store to its changelog, so this says whether the
+        changelog topic exists.
+        """
+        return self._written
+
+    def _segment_of_min_live(self, observed: int) -> int:
+        return max(observed - self.retention_ms + 1, MIN_TIME) // self.segment_interval_ms
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(self, session: Windowed, aggregate: Any) -> None:
+        """Store ``aggregate`` for ``session`` = ``Windowed(key, Window(start, end))``.
+
+        ``None`` removes the session. A session end beyond the observed stream time moves it
+        (expiring older sessions); a write to an expired session is ignored.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: ``session`` is not a ``Windowed`` with a key and ``int`` bounds.
+        :raises ValueError: the session's start is after its end.
+        """
+        key, start, end = session_parts(session, "put")
+        self._check_open()
+        self._write(key, start, end, aggregate)
+
+    def remove(self, session: Windowed) -> None:
+        """Remove ``session`` (absent or expired: nothing happens).
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: ``session`` is not a ``Windowed`` with a key and ``int`` bounds.
+        """
+        key, start, end = session_parts(session, "remove")
+        self._check_open()
+        self._write(key, start, end, None)
+
+    def _write(self, key: Any, start: int, end: int, aggregate: Any) -> None:
+        if end > self._observed:
+            self._advance(end)
+        if end <= self._observed - self.retention_ms:
+            return
+        self._written = True
+        kb = self._key_bytes(key) or b""
+        entry = self._by_key.get(kb)
+        at = (end, start)
+        if aggregate is None:
+            if entry is not None:
+                times = entry.times
+                i = bisect_left(times, at)
+                if i < len(times) and times[i] == at:
+                    del times[i]
+                    del entry.aggs[i]
+            return
+        if entry is None:
+            entry = self._by_key[kb] = _Sessions(key)
+            self._keys.add(kb)
+        times = entry.times
+        i = bisect_left(times, at)
+        if i < len(times) and times[i] == at:
+            entry.aggs[i] = aggregate
+        else:
+            times.insert(i, at)
+            entry.aggs.insert(i, aggregate)
+        segment = end // self.segment_interval_ms
+        keys = self._segments.get(segment)
+        if keys is None:
+            self._segments[segment] = {kb}
+        else:
+            keys.add(kb)
+
+    def _advance(self, observed: int) -> None:
+        """Move the stream time to ``observed`` and drop the segments it expires."""
+        self._observed = observed
+        live = self._segment_of_min_live(observed)
+        if live <= self._live_segment:
+            return
+        self._live_segment = live
+        min_live = (max(observed - self.retention_ms + 1, MIN_TIME), MIN_TIME)
+        by_key = self._by_key
+        for segment in [s for s in self._segments if s < live]:
+            for kb in self._segments.pop(segment):
+                entry = by_key.get(kb)
+                if entry is None:
+                    continue
+                i = bisect_left(entry.times, min_live)
+                del entry.times[:i]
+                del entry.aggs[:i]
+                if not entry.times:
+                    del by_key[kb]
+                    self._keys.remove(kb)
+
+    # -- looking up ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store (idempotent): its data is dropped, and operations raise."""
+        self.is_open = False
+        self._by_key.clear()
+        self._keys.clear()
+        self._segments.clear()
+
+    def _check_open(self) -> None:
+        if not self.is_open:
+            raise StoreClosedError(f"state store {self.name!r} is closed")
+
+    def fetch_session(self, key: Any, start: int, end: int) -> Any:
+        """The aggregate of the session ``[start, end]`` of ``key``, or ``None``.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        if end <= self._observed - self.retention_ms:
+            return None
+        entry = self._by_key.get(self._key_bytes(key) or b"")
+        if entry is None:
+            return None
+        times = entry.times
+        at = (end, start)
+        i = bisect_left(times, at)
+        return entry.aggs[i] if i < len(times) and times[i] == at else None
+
+    def _select(self, query: SessionQuery) -> list[tuple[Windowed, Any]]:
+        """The live sessions matching ``query``, in key bytes, end, start order."""
+        self._check_open()
+        ser = self._key_bytes
+        by_key = self._by_key
+        if query.single:
+            entry = by_key.get(ser(query.key_from) or b"")
+            entries = [] if entry is None else [entry]
+        else:
+            lo = None if query.key_from is None else ser(query.key_from) or b""
+            hi = None if query.key_to is None else ser(query.key_to) or b""
+            if lo is not None and hi is not None and lo > hi:
+                return []
+            entries = [by_key[kb] for kb in self._keys.irange(lo, hi)]
+        earliest = max(self._observed - self.retention_ms + 1, MIN_TIME)
+        if query.earliest_end is not None and query.earliest_end > earliest:
+            earliest = query.earliest_end
+        latest = query.latest_start
+        out: list[tuple[Windowed, Any]] = []
+        append = out.append
+        for entry in entries:
+            times = entry.times
+            aggs = entry.aggs
+            key = entry.key
+            for i in range(bisect_left(times, (earliest, MIN_TIME)), len(times)):
+                end, start = times[i]
+                if latest is None or start <= latest:
+                    append((Windowed(key, Window(start, end)), aggs[i]))
+        return out
+
+    def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """Sessions ending at or after one time and starting at or before another.
+
+        ``find_sessions(key, earliest_session_end, latest_session_start)`` or
+        ``find_sessions(key_from, key_to, earliest_session_end, latest_session_start)``:
+        ``(Windowed, aggregate)`` of every live session with ``end >= earliest_session_end``
+        and ``start <= latest_session_start`` (ms, inclusive; ``None`` is open), for one key
+        or for keys in ``[key_from, key_to]`` (serialized bytes, ``None`` open). Ordered by
+        key bytes, then end, then start; the result is the store as of the call.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: another number of arguments, a ``None`` single key, a time that
+            is not an ``int`` or ``None``.
+        """
+        return iter(self._select(parse_find("find_sessions", args)))
+
+    def backward_find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`find_sessions`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return reversed(self._select(parse_find("backward_find_sessions", args)))
+
+    def fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """``fetch(key)`` or ``fetch(key_from, key_to)``: every live session of the key(s).
+
+        Ordered by key bytes, then end, then start; ``None`` key bounds are open
+        (``fetch(None, None)`` is every session).
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: another number of arguments, or ``fetch(None)``.
+        """
+        return iter(self._select(parse_fetch("fetch", args)))
+
+    def backward_fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`fetch`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return reversed(self._select(parse_fetch("backward_fetch", args)))
+
+    def all(self) -> Iterator[tuple[Windowed, Any]]:
+        """Every live session, as ``fetch(None, None)``.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self.fetch(None, None)
+
+    def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`all`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self.backward_fetch(None, None)
+
+    def approximate_num_entries(self) -> int:
+        """Number of live sessions (exact).
+
+        Runtime complexity: O(n) over the stored sessions.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return len(self._select(SessionQuery(False, None, None, None, None)))
+
+    def _check(self) -> None:
+        """Assert the invariants (tests call it after operations).
+
+        The ordered keys are the dict's keys; each key's sessions are sorted, unique,
+        ``start <= end``, with a non-``None`` aggregate each; no segment older than the live
+        ones is kept; every session of a live segment is listed under its segment.
+        """
+        assert list(self._keys) == sorted(self._by_key), "ordered keys"
+        interval = self.segment_interval_ms
+        assert all(s >= self._live_segment for s in self._segments), "expired segment kept"
+        for kb, entry in self._by_key.items():
+            times = entry.times
+            assert len(times) == len(entry.aggs), f"{kb!r}: times and aggregates"
+            assert times == sorted(set(times)), f"{kb!r}: sessions sorted and unique"
+            assert (self._key_bytes(entry.key) or b"") == kb, f"{kb!r}: the key moved"
+            for (end, start), agg in zip(times, entry.aggs, strict=True):
+                assert start <= end, f"{kb!r}: session [{start}, {end}]"
+                assert agg is not None, f"{kb!r}: a stored None"
+                segment = end // interval
+                if segment >= self._live_segment:
+                    assert kb in self._segments.get(segment, ()), f"{kb!r}: segment {segment}"

@@ -1,0 +1,378 @@
+"""Persistent session store on a StateDB keyspace: the in-memory store's behaviour, on disk.
+
+Layout, one keyspace per store:
+
+* a session: key = the start of its end-time segment (ms, :func:`encode_int64`), the
+  serialized key *escaped* (every ``0x00`` byte written ``0x00 0x01``, then ``0x00 0x00``
+  to end it, so that comparing escaped keys compares the keys and no escaped key is a prefix
+  of another), the session end and the session start (:func:`encode_int64` each); value =
+  the entry of :func:`~topology.state.rocksdb.key_value.pack_entry` (the aggregate, the
+  original key, and the end as timestamp). Within a segment, byte order is the store's
+  order: key bytes, then end, then start;
+* the observed stream time (the largest session end ever written, ms): key ``b""``, which
+  sorts before every session, value ``encode_int64(observed)``.
+
+A query reads each live segment that can hold a match (at most four: segments are at least
+half the retention wide) with its own iterator and merges them in key order, so the result
+is in the store's order whatever the segments. Retention as in
+:mod:`topology.state.sessions`: when the oldest live segment moves on, one ``delete_range``
+removes everything before it.
+
+The store keeps nothing of the data in Python, and never commits, rolls back or closes the
+:class:`~topology.state.rocksdb.StateDB`. After a ``rollback()`` of the database, construct
+the store again: it reads its stream time back from the keyspace.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ...errors import StoreClosedError
+from ...windows import Window, Windowed
+from ..segments import window_segment_interval
+from ..sessions import MAX_TIME, MIN_TIME, SessionQuery, parse_fetch, parse_find, session_parts
+from .codec import decode_int64, encode_int64, prefix_end
+from .key_value import pack_entry, unpack_entry, unpack_value_only
+from .keyspace import Keyspace
+
+__all__ = ("RocksDBSessionStore", "escape_key")
+
+OBSERVED_KEY = b""
+"""The key of the observed stream time: shorter than, so before, every session's key."""
+
+
+def escape_key(key_bytes: bytes) -> bytes:
+    r"""``key_bytes`` with ``0x00`` written ``0x00 0x01``, ended by ``0x00 0x00``.
+
+    Escaped keys compare as the keys do, and none is a prefix of another, so a fixed-width
+    suffix (the session times) can follow them without changing the order.
+
+    >>> escape_key(b"a"), escape_key(b"a\x00b")
+    (b'a\x00\x00', b'a\x00\x01b\x00\x00')
+    >>> escape_key(b"a") < escape_key(b"a\x00") < escape_key(b"ab")
+    True
+    """
+    return key_bytes.replace(b"\x00", b"\x00\x01") + b"\x00\x00"
+
+
+class RocksDBSessionStore:
+    """Session store of ``Windowed(key, Window(start, end)) -> aggregate`` in a keyspace.
+
+    Behaves as :class:`~topology.state.memory.InMemorySessionStore`: both session ends are
+    inclusive (ms); queries are ordered by serialized key bytes (unsigned), then end, then
+    start, and ``backward_*`` queries give exactly the reversed sequence; ``None`` bounds
+    are open; sessions with ``end <= observed - retention_ms`` are gone and writes to them
+    ignored; once :meth:`close` ran every operation raises
+    :class:`~topology.errors.StoreClosedError`. Keys are equal when their serialized bytes
+    are. Keys and aggregates are written with the state codec (:mod:`topology.state.codec`).
+
+    The data lives in ``keyspace`` only: constructing the store again on the same keyspace
+    (after a commit and a restart, say) gives the same contents and the same stream time.
+
+    Methods: looking up (:meth:`fetch_session`, :meth:`find_sessions`,
+    :meth:`backward_find_sessions`, :meth:`fetch`, :meth:`backward_fetch`, :meth:`all`,
+    :meth:`backward_all`, :meth:`approximate_num_entries`), writing (:meth:`put`,
+    :meth:`remove`), miscellany (:meth:`close`, :attr:`written`,
+    :attr:`observed_stream_time`).
+
+    Runtime complexity: ``put``/``remove``/``fetch_session`` are one keyspace write or
+    lookup (a put that moves the oldest live segment adds one ``delete_range``); a query
+    seeks once per live segment that can hold a match (at most four) and reads lazily,
+    O(log n + m) for the m sessions of the keys in range.
+
+    >>> import tempfile
+    >>> from topology.state.rocksdb import StateDB
+    >>> with tempfile.TemporaryDirectory() as tmp, StateDB.open(tmp + "/s") as db:
+    ...     s = RocksDBSessionStore("s", str.encode, 1_000, db.keyspace("s"))
+    ...     s.put(Windowed("a", Window(0, 5)), 2); s.put(Windowed("a", Window(20, 20)), 1)
+    ...     db.commit()
+    ...     [(str(w), n) for w, n in s.find_sessions("a", 4, 30)]
+    [('[a@0/5]', 2), ('[a@20/20]', 1)]
+
+    :param retention_ms: how long (ms) behind the observed stream time sessions are kept.
+    :param keyspace: where the data lives; the store owns it (no other writer).
+    :param segment_interval_ms: the width (ms) of the end-time segments that expire whole
+        (``None``: :func:`~topology.state.segments.window_segment_interval`); reopen with
+        the same value.
+    :raises TypeError: ``retention_ms`` or ``segment_interval_ms`` is not an ``int``.
+    :raises ValueError: ``retention_ms < 0`` or ``segment_interval_ms < 1``.
+    :raises StateStoreError: the keyspace's database is closed or failed.
+    """
+
+    persistent = True
+    is_open = True
+    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
+
+    def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
+                 retention_ms: int, keyspace: Keyspace,
+                 segment_interval_ms: int | None = None) -> None:
+        if segment_interval_ms is None and type(retention_ms) is int:
+            segment_interval_ms = window_segment_interval(retention_ms)
+        for what, value, least in (("retention_ms", retention_ms, 0),
+                                   ("segment_interval_ms", segment_interval_ms, 1)):
+            if type(value) is not int:
+                raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
+            if value < least:
+                raise ValueError(f"{what} is at least {least} ms, got {value}")
+        assert segment_interval_ms is not None
+        self.name = name
+        self._key_bytes = key_serializer
+        self.retention_ms = retention_ms
+        self.segment_interval_ms = segment_interval_ms
+        """Width (ms) of the end-time segments that expire whole."""
+        self._keyspace = keyspace
+        self._get: Callable[[bytes], bytes | None] = keyspace.get
+        self._put: Callable[[bytes, bytes], None] = keyspace.put
+        self._delete: Callable[[bytes], None] = keyspace.delete
+        raw = keyspace.get(OBSERVED_KEY)
+        self._observed = -1 if raw is None else decode_int64(raw)
+        self._live_from = self._segment_start(self._min_live(self._observed))
+        self._written = next(keyspace.items(encode_int64(MIN_TIME)), None) is not None
+
+    @property
+    def observed_stream_time(self) -> int:
+        """The largest session end written so far (ms); ``-1`` before the first write."""
+        return self._observed
+
+    @property
+    def written(self) -> bool:
+        """Whether anything was put or removed (a write to an expired session is not a write).
+
+        Kafka logs every write of a store to its changelog, so this says whether the
+        changelog topic exists. A store constructed on a keyspace that holds sessions counts
+        as written.
+        """
+        return self._written
+
+    def _min_live(self, observed: int) -> int:
+        """The smallest session end (ms) still live at stream time ``observed``."""
+        return max(observed - self.retention_ms + 1, MIN_TIME)
+
+    def _segment_start(self, end: int) -> int:
+        """The first end time (ms) of the segment holding ``end``."""
+        interval = self.segment_interval_ms
+        return max(end // interval * interval, MIN_TIME)
+
+    def _session_key(self, key: Any, start: int, end: int) -> bytes:
+        return (encode_int64(self._segment_start(end)) + escape_key(self._key_bytes(key) or b"")
+                + encode_int64(end) + encode_int64(start))
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(self, session: Windowed, aggregate: Any) -> None:
+        """Store ``aggregate`` for ``session`` = ``Windowed(key, Window(start, end))``.
+
+        ``None`` removes the session. A session end beyond the observed stream time moves it
+        (expiring older sessions); a write to an expired session is ignored.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: ``session`` is not a ``Windowed`` with a key and ``int`` bounds.
+        :raises ValueError: the session's start is after its end.
+        :raises StateCodecError: the key or the aggregate cannot be written by the state codec.
+        """
+        key, start, end = session_parts(session, "put")
+        self._check_open()
+        self._write(key, start, end, aggregate)
+
+    def remove(self, session: Windowed) -> None:
+        """Remove ``session`` (absent or expired: nothing happens).
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: ``session`` is not a ``Windowed`` with a key and ``int`` bounds.
+        """
+        key, start, end = session_parts(session, "remove")
+        self._check_open()
+        self._write(key, start, end, None)
+
+    def _write(self, key: Any, start: int, end: int, aggregate: Any) -> None:
+        if end > self._observed:
+            self._advance(end)
+        if end <= self._observed - self.retention_ms:
+            return
+        session_key = self._session_key(key, start, end)
+        if aggregate is None:
+            self._delete(session_key)
+        else:
+            self._put(session_key, pack_entry(aggregate, key, end))
+        self._written = True
+
+    def _advance(self, observed: int) -> None:
+        """Move the stream time to ``observed`` and drop the segments it expires."""
+        self._put(OBSERVED_KEY, encode_int64(observed))
+        self._observed = observed
+        live_from = self._segment_start(self._min_live(observed))
+        if live_from > self._live_from:
+            self._keyspace.delete_range(encode_int64(self._live_from), encode_int64(live_from))
+            self._live_from = live_from
+
+    # -- looking up ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store (idempotent); its data stays in the keyspace, operations raise.
+
+        The keyspace's database is neither committed nor closed.
+        """
+        self.is_open = False
+        message = f"state store {self.name!r} is closed"
+
+        def closed(*_args: object) -> Any:
+            raise StoreClosedError(message)
+
+        self._get = self._put = self._delete = closed
+
+    def _check_open(self) -> None:
+        if not self.is_open:
+            raise StoreClosedError(f"state store {self.name!r} is closed")
+
+    def fetch_session(self, key: Any, start: int, end: int) -> Any:
+        """The aggregate of the session ``[start, end]`` of ``key``, or ``None``.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        if end <= self._observed - self.retention_ms:
+            return None
+        raw = self._get(self._session_key(key, start, end))
+        return None if raw is None else unpack_value_only(raw)
+
+    def _select(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
+        """The live sessions matching ``query``, in key bytes, end, start order (or reversed)."""
+        self._check_open()
+        ser = self._key_bytes
+        earliest = self._min_live(self._observed)
+        if query.earliest_end is not None and query.earliest_end > earliest:
+            earliest = query.earliest_end
+        if earliest > self._observed:
+            return iter(())
+        if query.single:
+            escaped = escape_key(ser(query.key_from) or b"")
+            low = escaped + encode_int64(earliest)
+            high: bytes | None = prefix_end(escaped)
+        else:
+            low = b"" if query.key_from is None else escape_key(ser(query.key_from) or b"")
+            high = (None if query.key_to is None
+                    else prefix_end(escape_key(ser(query.key_to) or b"")))
+            if high is not None and low >= high:
+                return iter(())
+        items = self._keyspace.items
+        sources = []
+        interval = self.segment_interval_ms
+        for segment in range(earliest // interval, self._observed // interval + 1):
+            prefix = encode_int64(max(segment * interval, MIN_TIME))
+            upper = prefix_end(prefix) if high is None else prefix + high
+            sources.append(items(prefix + low, upper, reverse))
+        if len(sources) == 1:
+            merged = sources[0]
+        else:
+            merged = heapq.merge(*sources, key=_suffix, reverse=reverse)
+        return _sessions(merged, earliest, query.latest_start)
+
+    def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """Sessions ending at or after one time and starting at or before another.
+
+        ``find_sessions(key, earliest_session_end, latest_session_start)`` or
+        ``find_sessions(key_from, key_to, earliest_session_end, latest_session_start)``:
+        ``(Windowed, aggregate)`` of every live session with ``end >= earliest_session_end``
+        and ``start <= latest_session_start`` (ms, inclusive; ``None`` is open), for one key
+        or for keys in ``[key_from, key_to]`` (serialized bytes, ``None`` open). Ordered by
+        key bytes, then end, then start; the iterator sees the store as of the call and
+        reads it lazily.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: another number of arguments, a ``None`` single key, a time that
+            is not an ``int`` or ``None``.
+        """
+        return self._select(parse_find("find_sessions", args), False)
+
+    def backward_find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`find_sessions`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._select(parse_find("backward_find_sessions", args), True)
+
+    def fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """``fetch(key)`` or ``fetch(key_from, key_to)``: every live session of the key(s).
+
+        Ordered by key bytes, then end, then start; ``None`` key bounds are open
+        (``fetch(None, None)`` is every session).
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: another number of arguments, or ``fetch(None)``.
+        """
+        return self._select(parse_fetch("fetch", args), False)
+
+    def backward_fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`fetch`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._select(parse_fetch("backward_fetch", args), True)
+
+    def all(self) -> Iterator[tuple[Windowed, Any]]:
+        """Every live session, as ``fetch(None, None)``.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self.fetch(None, None)
+
+    def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`all`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self.backward_fetch(None, None)
+
+    def approximate_num_entries(self) -> int:
+        """Number of live sessions (exact: it counts them).
+
+        Runtime complexity: O(n), a scan of the keyspace.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return sum(1 for _ in self.all())
+
+    def _check(self) -> None:
+        """Assert the layout invariants over every entry (tests call it after operations).
+
+        The stored stream time is the store's; no session lies before the oldest live
+        segment; each session sits in its end's segment, has ``start <= end``, decodes with
+        nothing left over, holds no ``None`` and its key escapes back to the entry's key.
+        """
+        keyspace = self._keyspace
+        stored = keyspace.get(OBSERVED_KEY)
+        assert (-1 if stored is None else decode_int64(stored)) == self._observed, "stream time"
+        assert self._live_from == self._segment_start(self._min_live(self._observed))
+        for session_key, raw in keyspace.items(encode_int64(MIN_TIME)):
+            segment = decode_int64(session_key[:8])
+            end = decode_int64(session_key[-16:-8])
+            start = decode_int64(session_key[-8:])
+            assert segment >= self._live_from, f"session end {end} before the live segments"
+            assert segment == self._segment_start(end), f"session end {end}: wrong segment"
+            assert start <= end, f"session [{start}, {end}]"
+            key, value, _ = unpack_entry(raw)
+            assert value is not None, f"session [{start}, {end}]: a stored None"
+            assert session_key[8:-16] == escape_key(self._key_bytes(key) or b""), "key moved"
+
+
+def _suffix(item: tuple[bytes, bytes]) -> bytes:
+    """The order of a session across segments: its key without the segment prefix."""
+    return item[0][8:]
+
+
+def _sessions(items: Iterator[tuple[bytes, bytes]], earliest: int, latest: int | None
+              ) -> Iterator[tuple[Windowed, Any]]:
+    """``(Windowed, aggregate)`` of each item with ``end >= earliest`` and ``start <= latest``."""
+    if latest is None:
+        latest = MAX_TIME
+    low = encode_int64(earliest)
+    high = encode_int64(latest)
+    for session_key, raw in items:
+        end_bytes = session_key[-16:-8]
+        start_bytes = session_key[-8:]
+        if end_bytes < low or start_bytes > high:
+            continue
+        key, value, _ = unpack_entry(raw)
+        yield Windowed(key, Window(decode_int64(start_bytes), decode_int64(end_bytes))), value
