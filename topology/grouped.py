@@ -21,7 +21,7 @@ import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .errors import TopologyError
 from .options import Materialized, checked_materialized
@@ -29,8 +29,10 @@ from .runtime.getters import KeyValueStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
 from .runtime.processors import aggregate as ap
+from .runtime.processors.session import SessionWindowAggregateProcessor
 from .runtime.processors.sliding import SlidingWindowAggregateProcessor
 from .runtime.processors.stateless import SinkProcessor
+from .runtime.store_specs import session_store_spec
 from .serde import Serde, Serdes, serializer_of
 from .state.memory import InMemoryWindowStore
 from .table import KTable, OldValues, TableLookup, WindowInfo
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from .builder import StreamsBuilder
     from .state.rocksdb import Keyspace
 
-__all__ = ("KGroupedStream", "KGroupedTable", "TimeWindowedKStream")
+__all__ = ("KGroupedStream", "KGroupedTable", "SessionWindowedKStream", "TimeWindowedKStream")
 
 
 def _count_init() -> int:
@@ -196,7 +198,9 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
                       window: AnyWindows, persistence: bool | None) -> WindowInfo:
     """Add the store of a windowed aggregation; its table's close delay and buffer time.
 
-    Time windows: size ``size``, retention ``size + grace``. Sliding windows: a window store
+    Sessions: a session store keeping ``gap + grace + 1`` ms past a session's end (Kafka:
+    ``gap + grace``), so it never expires an open session. Time windows: size ``size``,
+    retention ``size + grace``. Sliding windows: a window store
     of size ``d`` keeping ``3d + grace + 2`` ms: an accepted record has ``t >= T - grace - d``
     and looks back to ``t - 2d``, while the store's newest window may start at ``T + 1``.
     (Kafka keeps ``2d + grace``, which for ``d < 2`` lets an open window expire.)
@@ -210,7 +214,9 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
         retention = 3 * size + window.grace_ms + 2
         info = WindowInfo(window.grace_ms, _inclusive_window_end)
     else:
-        raise TopologyError(f"no window store for {window!r}")
+        b.add_store(session_store_spec(store, key_serde, window.gap_ms + window.grace_ms + 1,
+                                       persistence))
+        return WindowInfo(window.gap_ms + window.grace_ms, _inclusive_window_end, session=True)
 
     def persistent(keyspace: Keyspace) -> Any:
         from .state.rocksdb import RocksDBWindowStore
@@ -327,17 +333,21 @@ class KGroupedStream(_Grouping, _StreamAggregations):
             lambda: b.add_stream_repartition(self._node, self._name or store))
         return source, name
 
-    def windowed_by(self, windows: AnyWindows) -> TimeWindowedKStream:
-        """Aggregate per key and window: time (tumbling, hopping) or sliding.
+    @overload
+    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream: ...
 
-        :raises TopologyError: for session windows (not yet) or anything that is not a
-            window definition.
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+
+    def windowed_by(self, windows: AnyWindows) -> TimeWindowedKStream | SessionWindowedKStream:
+        """Aggregate per key and window: time (tumbling, hopping), sliding or session.
+
+        :raises TopologyError: for anything that is not a window definition.
         """
         if isinstance(windows, TimeWindows | SlidingWindows):
             return TimeWindowedKStream(self, windows)
         if isinstance(windows, SessionWindows):
-            raise TopologyError(f"windowed_by({windows!r}): session window aggregations are "
-                                "not available in this version yet")
+            return SessionWindowedKStream(self, windows)
         raise TopologyError("windowed_by() needs TimeWindows, SlidingWindows or SessionWindows, "
                             f"got {type(windows).__name__}")
 
@@ -403,6 +413,86 @@ class TimeWindowedKStream:
         kind = _stream_kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
                             self._windows, _late_topic(late_records_to))
         return self._grouping._aggregate(kind, materialized)
+
+
+class SessionWindowedKStream:
+    """A grouped stream cut into sessions: ``count``, ``reduce``, ``aggregate`` (with a merger).
+
+    The result is a table keyed by ``Windowed(key, Window(start, end))``, both ends
+    inclusive (serialized as Kafka's session keys: key, end, start). Records ``gap`` ms apart
+    or closer fall into one session; a record bridging two open sessions merges them (the
+    old sessions are deleted: their tombstones go downstream, then the merged session).
+    ``late_records_to`` works as for :class:`TimeWindowedKStream`.
+    """
+
+    def __init__(self, grouped: KGroupedStream, windows: SessionWindows) -> None:
+        self._grouping = grouped
+        self._windows = windows
+
+    def _kind(self, prefix: str, value_serde: Callable[..., Serde[Any] | None],
+              initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
+              merger: Callable[[Any, Any, Any], Any], late_records_to: str | None) -> _Kind:
+        windows = self._windows
+
+        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
+            return lambda: SessionWindowAggregateProcessor(store, windows, initializer,
+                                                           aggregator, merger, old)
+
+        return _Kind(prefix, prefix, value_serde, processor, windows,
+                     _late_topic(late_records_to))
+
+    def count(self, materialized: Materialized | None = None, *,
+              late_records_to: str | None = None) -> KTable:
+        """Count records per session; ``None`` keys are dropped and counted.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        kind = self._kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add,
+                          _add_counts, late_records_to)
+        return self._grouping._aggregate(kind, materialized, materialized is not None)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | None = None, *,
+               late_records_to: str | None = None) -> KTable:
+        """Combine values per session with ``reducer(agg, value)``; merged sessions too.
+
+        Merging sessions reduces their aggregates: ``reducer(agg1, agg2)``.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        _check(reducer, "reducer")
+        aggregator = _reducing(_reducer_as_aggregator(reducer))
+
+        def merger(key: Any, agg1: Any, agg2: Any) -> Any:
+            return aggregator(key, agg2, agg1)
+
+        kind = self._kind("KSTREAM-REDUCE", _reduce_serde, _none, aggregator, merger,
+                          late_records_to)
+        return self._grouping._aggregate(kind, materialized)
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  merger: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | None = None, *,
+                  late_records_to: str | None = None) -> KTable:
+        """Fold values per session: ``aggregator(key, value, agg)``; ``merger(key, a1, a2)``.
+
+        A new session starts from ``initializer()``; sessions merged by a record are
+        combined with ``merger`` (starting from ``initializer()``) before the record is
+        added.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        _check(initializer, "initializer")
+        _check(aggregator, "aggregator")
+        _check(merger, "merger")
+        kind = self._kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
+                          merger, late_records_to)
+        return self._grouping._aggregate(kind, materialized)
+
+
+def _add_counts(key: Any, agg1: int, agg2: int) -> int:
+    return agg1 + agg2
 
 
 class KGroupedTable(_Grouping):

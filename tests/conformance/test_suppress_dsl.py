@@ -21,6 +21,7 @@ from topology import (
     Consumed,
     Materialized,
     Serdes,
+    SessionWindows,
     SlidingWindows,
     StreamsBuilder,
     TimeWindows,
@@ -47,13 +48,12 @@ IN_SCOPE = (
     "window_agg_hopping_late_drop_and_metrics",
     "window_agg_tumbling_late_by_grace",
     "final_results_sliding_diff5_grace15",
+    "final_results_session_gap5_nograce",
 )
 
 #: dsl-level scenarios NOT covered here (no skipped placeholders are generated for them):
-#: - session windows, not built yet: final_results_session_gap5_nograce
 #: - restart: durability_restart_restores_buffer runs in tests/durability/test_restart.py
 EXCLUDED_LATER_ISSUES = (
-    "final_results_session_gap5_nograce",
     "durability_restart_restores_buffer",
 )
 
@@ -91,7 +91,8 @@ def _table_group_by_count(suppressed: Suppressed) -> Topology:
     return b.build()
 
 
-def _final_results_time_windows(windows: TimeWindows | SlidingWindows) -> Topology:
+def _final_results_time_windows(windows: TimeWindows | SlidingWindows | SessionWindows
+                                ) -> Topology:
     """Java: stream('input').groupBy((k,v)->k).windowedBy(W).count(as 'counts'); two branches."""
     b = StreamsBuilder()
     counts = (
@@ -187,6 +188,9 @@ BUILDERS: dict[str, Case] = {
     ),
     "final_results_sliding_diff5_grace15": Case(
         lambda: _final_results_time_windows(SlidingWindows.of_time_difference_and_grace(5, 15))
+    ),
+    "final_results_session_gap5_nograce": Case(
+        lambda: _final_results_time_windows(SessionWindows.of_inactivity_gap_with_no_grace(5))
     ),
     "suppress_before_groupBy": Case(
         _suppress_before_group_by, input_topic="topic", output_topic="output", raw_topic=None
