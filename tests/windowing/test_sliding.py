@@ -177,3 +177,17 @@ def test_late_records_never_emit_a_window_twice(data: list[tuple[str, int]], d: 
         assert headers["late.reason"] == b"expired-window"
         end, stream_time = int(headers["late.window.end"]), int(headers["late.stream.time"])
         assert stream_time >= end + 1 + grace  # the close rule
+
+
+def test_sliding_keys_serialize_as_kafka_time_windowed_keys() -> None:
+    """Kafka writes a sliding window's key as inner key + start; the end is start + d."""
+    from topology import Serdes
+
+    b = StreamsBuilder()
+    (b.stream("in").group_by_key().windowed_by(SlidingWindows.of_time_difference_with_no_grace(5))
+     .count().to_stream().to("out"))
+    with TopologyTestDriver(b.build()) as driver:
+        driver.create_input_topic("in").pipe_input("k", "v", 12)
+        out = driver.create_output_topic("out", Serdes.time_windowed(Serdes.string(), 5),
+                                         Serdes.long())
+        assert out.read_key_value() == (Windowed("k", Window(7, 12)), 1)
