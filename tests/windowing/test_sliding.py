@@ -17,6 +17,7 @@ from topology import (
     Windowed,
 )
 from topology.errors import TopologyError
+from topology.runtime.processors.sliding import SlidingWindowAggregateProcessor
 
 from .models import (
     FLUSH_KEY,
@@ -152,7 +153,10 @@ def test_in_order_and_within_grace_equals_the_model(data: list[tuple[str, int]],
     """Out-of-order records that are never late give exactly the model's windows."""
     w = SlidingWindows.of_time_difference_and_grace(d, 1_000)
     everything, final, driver = run(final_counts_topology(w), data, flush_at=5_000)
-    driver.close()
+    with driver:
+        (aggregation,) = [p for p in driver._task.processors.values()
+                          if isinstance(p, SlidingWindowAggregateProcessor)]
+        aggregation._check()
     assert rows(final) == sliding_model(data, d)
     no_update_after_final(everything)
 
@@ -168,6 +172,9 @@ def test_late_records_never_emit_a_window_twice(data: list[tuple[str, int]], d: 
     everything, final, driver = run(final_counts_topology(w, late_records_to="late"), data,
                                     flush_at=None)
     with driver:
+        (aggregation,) = [p for p in driver._task.processors.values()
+                          if isinstance(p, SlidingWindowAggregateProcessor)]
+        aggregation._check()
         late = driver.create_output_topic("late").read_records_to_list()
         dropped = driver.metrics()["dropped-records-total"]
     no_update_after_final(everything)

@@ -244,6 +244,17 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         now = self.stream_time
         self.late.drop(key, value, ctx, start, start + self._d, now - self._grace, now)
 
+    def _check(self) -> None:
+        """Assert the invariants (tests call it).
+
+        Each key's starts are sorted and unique, and every window the store holds is indexed.
+        """
+        for key, starts in self._starts.items():
+            assert starts and starts == sorted(set(starts)), f"{key!r}: starts {starts}"
+        for windowed, _ in self._store.all():
+            assert windowed.window.start in self._starts.get(windowed.key, ()), \
+                f"{windowed} is stored but not indexed"
+
     def _sweep(self) -> None:
         """Forget starts no record can reach any more (older than ``T - grace - 3d - 1``).
 
