@@ -37,7 +37,7 @@ met), rebuilt from the store when the task starts on persistent state.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from suppress.entry import RecordContext
@@ -73,6 +73,8 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         self.stream_time = NO_TIMESTAMP
         self._starts: dict[Any, list[int]] = {}
         self._swept = NO_TIMESTAMP
+        self._swept_below = -(2**63)
+        """Starts below this were forgotten by the last sweep (the store may still hold them)."""
 
     def init(self, task: Any) -> None:
         """Bind the store; index the windows it already holds (persistent state)."""
@@ -115,24 +117,31 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         else:
             self._process(key, value, ctx, ts)
 
-    def _windows_between(self, key: Any, lo: int, hi: int) -> list[tuple[int, Item]]:
-        """``(start, item)`` of the key's windows with start in ``[lo, hi]``, ascending."""
+    def _windows_between(self, key: Any, lo: int, hi: int,
+                         backward: bool = False) -> Iterator[tuple[int, Item]]:
+        """``(start, item)`` of the key's windows with start in ``[lo, hi]``, ascending.
+
+        ``backward``: descending. Lazy: a window is read from the store when reached. A start
+        whose window the store no longer holds (expired) is forgotten.
+        """
         starts = self._starts.get(key)
         if not starts:
-            return []
+            return
         i, j = bisect_left(starts, lo), bisect_right(starts, hi)
+        if i >= j:
+            return
         get = self._store.get_with_timestamp
-        out = []
         gone = []
-        for start in starts[i:j]:
-            item = get(key, start)
-            if item is None:
-                gone.append(start)
-            else:
-                out.append((start, item))
-        for start in gone:  # expired in the store
-            starts.remove(start)
-        return out
+        try:
+            for start in (starts[j - 1:i - 1 if i else None:-1] if backward else starts[i:j]):
+                item = get(key, start)
+                if item is None:
+                    gone.append(start)
+                else:
+                    yield start, item
+        finally:
+            for start in gone:
+                starts.remove(start)
 
     def _process(self, key: Any, value: Any, ctx: RecordContext, ts: int) -> None:
         d = self._d
@@ -141,7 +150,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         right_agg: Item | None = None
         left_created = right_created = False
         previous: int | None = None
-        for start, item in reversed(self._windows_between(key, max(0, ts - 2 * d), ts + 1)):
+        for start, item in self._windows_between(key, max(0, ts - 2 * d), ts + 1, True):
             seen.add(start)
             end = start + d
             if start == ts + 1:
@@ -247,13 +256,15 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
     def _check(self) -> None:
         """Assert the invariants (tests call it).
 
-        Each key's starts are sorted and unique, and every window the store holds is indexed.
+        Each key's starts are sorted and unique, and every window the store holds that a
+        record may still reach (not swept, see :meth:`_sweep`) is indexed.
         """
         for key, starts in self._starts.items():
             assert starts and starts == sorted(set(starts)), f"{key!r}: starts {starts}"
         for windowed, _ in self._store.all():
-            assert windowed.window.start in self._starts.get(windowed.key, ()), \
-                f"{windowed} is stored but not indexed"
+            if windowed.window.start >= self._swept_below:
+                assert windowed.window.start in self._starts.get(windowed.key, ()), \
+                    f"{windowed} is stored but not indexed"
 
     def _sweep(self) -> None:
         """Forget starts no record can reach any more (older than ``T - grace - 3d - 1``).
@@ -264,7 +275,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         """
         now = self.stream_time
         self._swept = now
-        limit = now - self._grace - 3 * self._d - 1
+        limit = self._swept_below = now - self._grace - 3 * self._d - 1
         empty = []
         for key, starts in self._starts.items():
             if starts and starts[0] < limit:
