@@ -110,10 +110,11 @@ def test_close_rule_at_the_boundary_emits_once() -> None:
 
 
 def test_zero_time_difference_with_a_persistent_store_is_refused(tmp_path: Path) -> None:
-    topo = final_counts_topology(SlidingWindows.of_time_difference_with_no_grace(0),
-                                 persistent=True)
+    zero = SlidingWindows.of_time_difference_with_no_grace(0)
     with pytest.raises(TopologyError, match="time difference of 0 ms"):
-        TopologyTestDriver(topo, state_dir=tmp_path)
+        final_counts_topology(zero, persistent=True)  # at definition time
+    with pytest.raises(TopologyError, match="time difference of 0 ms"):
+        TopologyTestDriver(final_counts_topology(zero), state_dir=tmp_path)  # the runtime's
 
 
 def test_zero_time_difference_in_memory() -> None:
