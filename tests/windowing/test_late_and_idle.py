@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from suppress import BufferConfig, Suppressed
 from topology import (
     Serdes,
+    SessionWindows,
     SlidingWindows,
     StreamsBuilder,
     TimeWindows,
@@ -212,11 +213,13 @@ def test_idle_close_on_a_durable_driver(tmp_path: Path) -> None:
 @given(steps=st.lists(st.one_of(
     st.tuples(st.just("record"), st.sampled_from("ab"), st.integers(0, 100)),
     st.tuples(st.just("wall"), st.just(""), st.integers(0, 40))), max_size=30),
-    idle=st.integers(0, 30))
-def test_idle_close_never_emits_a_window_twice(steps: list[tuple[str, str, int]],
-                                               idle: int) -> None:
-    with TopologyTestDriver(_idle_topology(idle, SlidingWindows.of_time_difference_and_grace(
-            5, 3))) as driver:
+    idle=st.integers(0, 30), windows=st.sampled_from([
+        SlidingWindows.of_time_difference_and_grace(5, 3),
+        SessionWindows.of_inactivity_gap_and_grace(4, 2),
+        TimeWindows.of_size_and_grace(10, 2).advance_by(5)]))
+def test_idle_close_never_emits_a_window_twice(steps: list[tuple[str, str, int]], idle: int,
+                                               windows: Any) -> None:
+    with TopologyTestDriver(_idle_topology(idle, windows)) as driver:
         source = driver.create_input_topic("in")
         for kind, key, n in steps:
             if kind == "record":
