@@ -293,7 +293,7 @@ class Keyspace:
             writes = self._writes
             pending = [(key, writes[key]) for key in keys[start:stop]]
         if not pending and not self._ranges:
-            return _backward(cursor, (), (), lo, self) if reverse else _forward(cursor, self)
+            return _backward_plain(cursor, lo, self) if reverse else _forward(cursor, self)
         if reverse:
             pending.reverse()
             return _backward(cursor, pending, self._ranges[::-1], lo, self)
@@ -422,6 +422,25 @@ def _forward(cursor: _Cursor, keyspace: Keyspace) -> Iterator[Item]:
             raise
         except Exception as exc:
             raise keyspace._read_error("items", exc, ()) from exc
+        yield item
+
+
+def _backward_plain(cursor: _Cursor, lo: bytes | None, keyspace: Keyspace) -> Iterator[Item]:
+    """Committed items in descending order down to ``lo`` (no pending writes in range).
+
+    RocksDB ignores a lower bound when iterating backwards, so the loop stops at ``lo``.
+    """
+    while True:
+        try:
+            item = cursor.next()
+        except StopIteration:
+            return
+        except StateStoreError:
+            raise
+        except Exception as exc:
+            raise keyspace._read_error("items", exc, ()) from exc
+        if lo is not None and item[0] < lo:
+            return
         yield item
 
 
