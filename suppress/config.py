@@ -174,6 +174,9 @@ class Suppressed:
     buffer_config: BufferConfig
     time_limit_ms: int | None
     name: str | None = None
+    idle_close_ms: int | None = None
+    """With :meth:`with_idle_close`: how long (ms of wall-clock time) without input before
+    this suppression's stream time follows the wall clock; ``None``: never (Kafka)."""
 
     @property
     def final_results(self) -> bool:
@@ -230,6 +233,34 @@ class Suppressed:
                 f"until_time_limit() needs a BufferConfig, got {type(buffer_config).__name__}"
             )
         return Suppressed(buffer_config, to_millis(time_to_wait_for_more_events, "time limit"))
+
+    def with_idle_close(self, idle: int | _dt.timedelta) -> Suppressed:
+        """Same suppression, whose stream time follows the wall clock once idle for ``idle`` ms.
+
+        Kafka's suppression (and this one by default) emits only while records arrive: the
+        last windows stay buffered until a later record moves stream time. With idle close,
+        once no record has reached this suppression for ``idle`` ms of wall-clock time, its
+        stream time becomes ``T_last + (W - W_last)``, where ``T_last`` is its stream time
+        after the last record and ``W - W_last`` the wall-clock time since that record
+        arrived, and it keeps following the wall clock until the next record; whatever is due
+        at that stream time is emitted then, as a record would have emitted it. Nothing
+        happens before the first record (stream time unknown). Timeline, windows of 10 ms,
+        grace 5, ``with_idle_close(3_000)``; the last record (ts 9) arrives at wall time
+        ``w``::
+
+            wall  w+2000: idle 2000 < 3000               nothing
+            wall  w+3000: idle 3000, T = 9 + 3000 >= 15   [0,10) emitted
+
+        For final results, the windowed aggregation upstream moves to the same stream time,
+        so a record arriving later for a window already emitted is dropped as late (counted,
+        and routed to ``late_records_to`` when set) rather than emitted a second time. The
+        runtime checks idleness when its wall clock advances (the test driver:
+        ``advance_wall_clock_time``).
+
+        :raises TypeError: for a duration that is neither int nor timedelta.
+        :raises ValueError: for a negative duration.
+        """
+        return replace(self, idle_close_ms=to_millis(idle, "idle close period"))
 
     def with_name(self, name: str) -> Suppressed:
         """Same suppression with the processor named ``name`` (store: ``<name>-store``).

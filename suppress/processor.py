@@ -239,6 +239,16 @@ class SuppressProcessor:
         if self._bounded or self.is_due(self._min_time(), self.delay_ms, self.stream_time):
             self._enforce()
 
+    def advance_stream_time(self, stream_time: int) -> None:
+        """Move stream time to ``stream_time`` (ms) without a record; emit what is due.
+
+        Used by idle close (``Suppressed.with_idle_close``); a time before the current
+        stream time changes nothing.
+        """
+        if stream_time > self.stream_time:
+            self.stream_time = stream_time
+            self._enforce()
+
     def _enforce(self) -> None:
         """Evict what is due by time, then apply the buffer-full strategy."""
         buffer = self.buffer

@@ -19,6 +19,7 @@ DESIGN_NAMES = {
 USER_CODE_NAMES = {
     "Processor", "ProcessorContext", "Record", "PunctuationType", "Cancellable", "Serde",
     "SerdeError", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "TimeWindowedKStream",
+    "SessionWindowedKStream",
 }
 """The names a user writes in a custom processor or serde, or in type hints."""
 TOPOLOGY_PUBLIC = DESIGN_NAMES | USER_CODE_NAMES

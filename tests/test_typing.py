@@ -21,7 +21,8 @@ VALID = textwrap.dedent('''
 
     from suppress import BufferConfig, Suppressed
     from topology import (Consumed, Materialized, Processor, ProcessorContext, Produced,
-                          PunctuationType, Record, Serdes, StreamsBuilder, TimeWindows,
+                          PunctuationType, Record, Serdes, SessionWindowedKStream,
+                          SessionWindows, SlidingWindows, StreamsBuilder, TimeWindows,
                           TopologyTestDriver, KStream, KTable)
 
     class Upper(Processor):
@@ -44,6 +45,13 @@ VALID = textwrap.dedent('''
     counts: KTable = (clicks.group_by_key()
                       .windowed_by(TimeWindows.of_size_and_grace(60_000, 10_000)).count())
     counts.suppress(final).to_stream().to("alerts")
+    sliding: KTable = (clicks.group_by_key()
+                       .windowed_by(SlidingWindows.of_time_difference_and_grace(5_000, 1_000))
+                       .reduce(lambda agg, v: agg + v, late_records_to="late"))
+    sessions: SessionWindowedKStream = clicks.group_by_key().windowed_by(
+        SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5)))
+    sessions.aggregate(lambda: "", lambda k, v, agg: agg + v, lambda k, a, b: a + b) \
+        .suppress(final.with_idle_close(timedelta(minutes=1))).to_stream().to("sessions")
     b.table("rates", materialized=Materialized("rates")).suppress(limited).to_stream().to("r")
     clicks.process(Upper).to("upper", Produced(Serdes.string(), Serdes.string()))
 

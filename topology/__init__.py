@@ -11,6 +11,7 @@ even without an underscore.
 from .builder import StreamsBuilder as StreamsBuilder
 from .grouped import KGroupedStream as KGroupedStream
 from .grouped import KGroupedTable as KGroupedTable
+from .grouped import SessionWindowedKStream as SessionWindowedKStream
 from .grouped import TimeWindowedKStream as TimeWindowedKStream
 from .options import Consumed as Consumed
 from .options import Grouped as Grouped
@@ -52,6 +53,7 @@ __all__ = (
     "Serde",
     "SerdeError",
     "Serdes",
+    "SessionWindowedKStream",
     "SessionWindows",
     "SlidingWindows",
     "StreamsBuilder",

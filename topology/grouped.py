@@ -20,8 +20,8 @@ from __future__ import annotations
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, overload
 
 from .errors import TopologyError
 from .options import Materialized, checked_materialized
@@ -29,6 +29,10 @@ from .runtime.getters import KeyValueStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
 from .runtime.processors import aggregate as ap
+from .runtime.processors.session import SessionWindowAggregateProcessor
+from .runtime.processors.sliding import SlidingWindowAggregateProcessor
+from .runtime.processors.stateless import SinkProcessor
+from .runtime.store_specs import session_store_spec
 from .serde import Serde, Serdes, serializer_of
 from .state.memory import InMemoryWindowStore
 from .table import KTable, OldValues, TableLookup, WindowInfo
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
     from .builder import StreamsBuilder
     from .state.rocksdb import Keyspace
 
-__all__ = ("KGroupedStream", "KGroupedTable", "TimeWindowedKStream")
+__all__ = ("KGroupedStream", "KGroupedTable", "SessionWindowedKStream", "TimeWindowedKStream")
 
 
 def _count_init() -> int:
@@ -74,6 +78,9 @@ ProcessorFactory = Callable[[str, OldValues], Callable[[], InternalProcessor]]
 """``factory(store, old_values)`` gives the supplier of an aggregation's processor."""
 
 
+AnyWindows = TimeWindows | SlidingWindows | SessionWindows
+
+
 @dataclass(frozen=True)
 class _Kind:
     """What differs between aggregations: names, value serde rule, processor, store."""
@@ -85,7 +92,9 @@ class _Kind:
     value_serde: Callable[[Materialized, Serde[Any] | None], Serde[Any] | None]
     """``value_serde(materialized, input value serde)``: the result table's value serde."""
     processor: ProcessorFactory
-    window: TimeWindows | None = None
+    window: AnyWindows | None = None
+    late_records_to: str | None = None
+    """The topic of records dropped for closed windows (windowed aggregations only)."""
 
 
 def _count_serde(m: Materialized, _: Serde[Any] | None) -> Serde[Any] | None:
@@ -102,6 +111,12 @@ def _aggregate_serde(m: Materialized, _: Serde[Any] | None) -> Serde[Any] | None
 
 _window_end = operator.attrgetter("window.end")
 """Buffer time of a time-windowed key for final results: the window's exclusive end."""
+
+
+def _inclusive_window_end(windowed: Any) -> int:
+    """Buffer time of a sliding or session window's key: its exclusive end (end + 1)."""
+    end: int = windowed.window.end
+    return end + 1
 
 
 class _Grouping(ABC):
@@ -153,78 +168,147 @@ class _Grouping(ABC):
             b.add_kv_store(store, key_serde, m.persistence)
             info = None
         else:
-            key_ser = serializer_of(key_serde)
-            retention = window.size_ms + window.grace_ms
-
-            def persistent(keyspace: Keyspace) -> Any:
-                from .state.rocksdb import RocksDBWindowStore
-
-                return RocksDBWindowStore(store, key_ser, window.size_ms, retention, keyspace)
-
-            b.add_store(StoreSpec(store, "window", lambda: InMemoryWindowStore(
-                store, key_ser, window.size_ms, retention), persistent, m.persistence))
-            info = WindowInfo(window.grace_ms, _window_end)
+            info = _add_window_store(b, store, key_serde, window, m.persistence)
         old = OldValues()
-        node = b.add_node(kind.prefix, kind.processor(store, old), [source], name=name,
-                          stores=[store])
+        late_sink: list[str] = []  # the sink's name, known once it is added below
+        make = kind.processor(store, old)
+
+        def factory() -> InternalProcessor:
+            proc = make()
+            if late_sink:
+                proc.late_sink = late_sink[0]  # type: ignore[attr-defined]
+            return proc
+
+        node = b.add_node(kind.prefix, factory, [source], name=name, stores=[store])
+        if info is not None:
+            info = replace(info, aggregation=node.name)
+        if kind.late_records_to is not None:
+            topic = kind.late_records_to
+            key_ser, value_ser = self._key_serde, self._value_serde
+            late_sink.append(b.add_node(
+                "KSTREAM-SINK", lambda: SinkProcessor(topic, key_ser, value_ser), [node],
+                kind="sink", topics=(topic,)).name)
         lookup = None if window is not None else (lambda: TableLookup(
             lambda task: KeyValueStoreGetter(task.stores[store]), (store,)))
         return KTable(b, node, key_serde, kind.value_serde(m, self._value_serde), old, info,
                       store_name=store, lookup=lookup)
 
 
+def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | None,
+                      window: AnyWindows, persistence: bool | None) -> WindowInfo:
+    """Add the store of a windowed aggregation; its table's close delay and buffer time.
+
+    Sessions: a session store keeping ``gap + grace + 1`` ms past a session's end (Kafka:
+    ``gap + grace``), so it never expires an open session. Time windows: size ``size``,
+    retention ``size + grace``. Sliding windows: a window store
+    of size ``d`` keeping ``3d + grace + 2`` ms: an accepted record has ``t >= T - grace - d``
+    and looks back to ``t - 2d``, while the store's newest window may start at ``T + 1``.
+    (Kafka keeps ``2d + grace``, which for ``d < 2`` lets an open window expire.)
+    """
+    key_ser = serializer_of(key_serde)
+    if isinstance(window, TimeWindows):
+        size, retention = window.size_ms, window.size_ms + window.grace_ms
+        info = WindowInfo(window.grace_ms, _window_end)
+    elif isinstance(window, SlidingWindows):
+        size = window.time_difference_ms
+        retention = 3 * size + window.grace_ms + 2
+        info = WindowInfo(window.grace_ms, _inclusive_window_end)
+    else:
+        b.add_store(session_store_spec(store, key_serde, window.gap_ms + window.grace_ms + 1,
+                                       persistence))
+        return WindowInfo(window.gap_ms + window.grace_ms, _inclusive_window_end, session=True)
+
+    def persistent(keyspace: Keyspace) -> Any:
+        from .state.rocksdb import RocksDBWindowStore
+
+        if size == 0:
+            raise TopologyError(
+                f"store {store!r}: sliding windows with a time difference of 0 ms cannot use "
+                "a persistent window store (its windows are at least 1 ms wide); use "
+                "Materialized.in_memory, or a time difference of at least 1 ms")
+        return RocksDBWindowStore(store, key_ser, size, retention, keyspace)
+
+    b.add_store(StoreSpec(store, "window", lambda: InMemoryWindowStore(
+        store, key_ser, size, retention), persistent, persistence))
+    return info
+
+
 def _stream_kind(prefix: str, value_serde: Callable[..., Serde[Any] | None],
                  initializer: Callable[[], Any] | None, aggregator: Callable[[Any, Any, Any], Any],
-                 windows: TimeWindows | None) -> _Kind:
+                 windows: TimeWindows | SlidingWindows | None,
+                 late_records_to: str | None = None) -> _Kind:
     """A grouped-stream aggregation; ``initializer`` None for ``reduce``."""
     if windows is None:
         def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
             return lambda: ap.StreamAggregateProcessor(store, initializer, aggregator, old)
+    elif isinstance(windows, SlidingWindows):
+        init = _none if initializer is None else initializer
+        agg = _reducing(aggregator) if initializer is None else aggregator
+
+        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
+            return lambda: SlidingWindowAggregateProcessor(store, windows, init, agg, old)
     else:
         def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
             return lambda: ap.WindowedAggregateProcessor(store, windows, initializer,
                                                          aggregator, old)
-    return _Kind(prefix, prefix, value_serde, processor, windows)
+    return _Kind(prefix, prefix, value_serde, processor, windows, late_records_to)
+
+
+def _none() -> None:
+    return None
+
+
+def _reducing(aggregator: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    """A reduce as an aggregate from ``None``: the first value starts it (Kafka's shape)."""
+
+    def aggregate(key: Any, value: Any, agg: Any) -> Any:
+        return value if agg is None else aggregator(key, value, agg)
+
+    return aggregate
+
+
+def _late_topic(topic: str | None) -> str | None:
+    if topic is not None and (not isinstance(topic, str) or not topic):
+        raise TopologyError(f"late_records_to must be a non-empty topic name, got {topic!r}")
+    return topic
 
 
 class _StreamAggregations:
-    """``count``, ``reduce`` and ``aggregate`` of a grouped stream, windowed or not."""
+    """``count``, ``reduce`` and ``aggregate`` of a grouped stream."""
 
     _grouping: KGroupedStream
-    _windows: TimeWindows | None
 
     def count(self, materialized: Materialized | None = None) -> KTable:
-        """Count records per key (and window); ``None`` keys are dropped and counted.
+        """Count records per key; ``None`` keys are dropped and counted.
 
         As Kafka's ``count(Materialized)``, a ``materialized`` that names no store spends
         one generated number more than ``count()``.
         """
-        kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add,
-                            self._windows)
+        kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add, None)
         return self._grouping._aggregate(kind, materialized, materialized is not None)
 
     def reduce(self, reducer: Callable[[Any, Any], Any],
                materialized: Materialized | None = None) -> KTable:
-        """Combine values per key (and window) with ``reducer(agg, value)``.
+        """Combine values per key with ``reducer(agg, value)``.
 
         The first value of a key starts its aggregate.
         """
         _check(reducer, "reducer")
         kind = _stream_kind("KSTREAM-REDUCE", _reduce_serde, None,
-                            _reducer_as_aggregator(reducer), self._windows)
+                            _reducer_as_aggregator(reducer), None)
         return self._grouping._aggregate(kind, materialized)
 
     def aggregate(self, initializer: Callable[[], Any],
                   aggregator: Callable[[Any, Any, Any], Any],
                   materialized: Materialized | None = None) -> KTable:
-        """Fold values per key (and window): ``agg = aggregator(key, value, agg)``.
+        """Fold values per key: ``agg = aggregator(key, value, agg)``.
 
         Each aggregate starts from ``initializer()``.
         """
         _check(initializer, "initializer")
         _check(aggregator, "aggregator")
         kind = _stream_kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
-                            self._windows)
+                            None)
         return self._grouping._aggregate(kind, materialized)
 
 
@@ -235,7 +319,6 @@ class KGroupedStream(_Grouping, _StreamAggregations):
                  value_serde: Serde[Any] | None, repartition: bool, name: str | None) -> None:
         super().__init__(builder, node, key_serde, value_serde, repartition, name)
         self._grouping = self
-        self._windows = None
 
     def _wire(self, store: str, prefix: str) -> tuple[GraphNode, str]:
         """Processor name first, then the repartition topic if the key changed upstream."""
@@ -250,32 +333,166 @@ class KGroupedStream(_Grouping, _StreamAggregations):
             lambda: b.add_stream_repartition(self._node, self._name or store))
         return source, name
 
-    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
-        """Aggregate per key and time window.
+    @overload
+    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream: ...
 
-        :raises TopologyError: for sliding or session windows (not available in this
-            version) or anything that is not a window definition.
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+
+    def windowed_by(self, windows: AnyWindows) -> TimeWindowedKStream | SessionWindowedKStream:
+        """Aggregate per key and window: time (tumbling, hopping), sliding or session.
+
+        :raises TopologyError: for anything that is not a window definition.
         """
-        if isinstance(windows, SlidingWindows | SessionWindows):
-            raise TopologyError(
-                f"windowed_by({windows!r}): sliding and session window aggregations are not "
-                "available in this version yet; use TimeWindows"
-            )
-        if not isinstance(windows, TimeWindows):
-            raise TopologyError(f"windowed_by() needs TimeWindows, got {type(windows).__name__}")
-        return TimeWindowedKStream(self, windows)
+        if isinstance(windows, TimeWindows | SlidingWindows):
+            return TimeWindowedKStream(self, windows)
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(self, windows)
+        raise TopologyError("windowed_by() needs TimeWindows, SlidingWindows or SessionWindows, "
+                            f"got {type(windows).__name__}")
 
 
-class TimeWindowedKStream(_StreamAggregations):
-    """A grouped stream cut into time windows: ``count``, ``reduce``, ``aggregate``.
+class TimeWindowedKStream:
+    """A grouped stream cut into time or sliding windows: ``count``, ``reduce``, ``aggregate``.
 
-    The result is a table keyed by ``Windowed(key, Window(start, end))``. It shares the
-    grouping's repartition topic when the grouping has a name.
+    The result is a table keyed by ``Windowed(key, Window(start, end))`` (time windows:
+    ``end`` exclusive; sliding windows: ``end = start + time difference``, inclusive). It
+    shares the grouping's repartition topic when the grouping has a name.
+
+    Each operation takes ``late_records_to``: a topic that receives every record the
+    aggregation drops because its window closed (once per record and closed window, the
+    record as it arrived, with headers ``late.reason``, ``late.window.start``,
+    ``late.window.end`` and ``late.stream.time``). Such records are counted in
+    ``dropped-records-total`` either way.
     """
 
-    def __init__(self, grouped: KGroupedStream, windows: TimeWindows) -> None:
+    def __init__(self, grouped: KGroupedStream, windows: TimeWindows | SlidingWindows) -> None:
         self._grouping = grouped
         self._windows = windows
+
+    def count(self, materialized: Materialized | None = None, *,
+              late_records_to: str | None = None) -> KTable:
+        """Count records per key and window; ``None`` keys are dropped and counted.
+
+        As Kafka's ``count(Materialized)``, a ``materialized`` that names no store spends
+        one generated number more than ``count()``.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add,
+                            self._windows, _late_topic(late_records_to))
+        return self._grouping._aggregate(kind, materialized, materialized is not None)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | None = None, *,
+               late_records_to: str | None = None) -> KTable:
+        """Combine values per key and window with ``reducer(agg, value)``.
+
+        The first value of a window starts its aggregate.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        _check(reducer, "reducer")
+        kind = _stream_kind("KSTREAM-REDUCE", _reduce_serde, None,
+                            _reducer_as_aggregator(reducer), self._windows,
+                            _late_topic(late_records_to))
+        return self._grouping._aggregate(kind, materialized)
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | None = None, *,
+                  late_records_to: str | None = None) -> KTable:
+        """Fold values per key and window: ``agg = aggregator(key, value, agg)``.
+
+        Each window's aggregate starts from ``initializer()``.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        _check(initializer, "initializer")
+        _check(aggregator, "aggregator")
+        kind = _stream_kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
+                            self._windows, _late_topic(late_records_to))
+        return self._grouping._aggregate(kind, materialized)
+
+
+class SessionWindowedKStream:
+    """A grouped stream cut into sessions: ``count``, ``reduce``, ``aggregate`` (with a merger).
+
+    The result is a table keyed by ``Windowed(key, Window(start, end))``, both ends
+    inclusive (serialized as Kafka's session keys: key, end, start). Records ``gap`` ms apart
+    or closer fall into one session; a record bridging two open sessions merges them (the
+    old sessions are deleted: their tombstones go downstream, then the merged session).
+    ``late_records_to`` works as for :class:`TimeWindowedKStream`.
+    """
+
+    def __init__(self, grouped: KGroupedStream, windows: SessionWindows) -> None:
+        self._grouping = grouped
+        self._windows = windows
+
+    def _kind(self, prefix: str, value_serde: Callable[..., Serde[Any] | None],
+              initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
+              merger: Callable[[Any, Any, Any], Any], late_records_to: str | None) -> _Kind:
+        windows = self._windows
+
+        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
+            return lambda: SessionWindowAggregateProcessor(store, windows, initializer,
+                                                           aggregator, merger, old)
+
+        return _Kind(prefix, prefix, value_serde, processor, windows,
+                     _late_topic(late_records_to))
+
+    def count(self, materialized: Materialized | None = None, *,
+              late_records_to: str | None = None) -> KTable:
+        """Count records per session; ``None`` keys are dropped and counted.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        kind = self._kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add,
+                          _add_counts, late_records_to)
+        return self._grouping._aggregate(kind, materialized, materialized is not None)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any],
+               materialized: Materialized | None = None, *,
+               late_records_to: str | None = None) -> KTable:
+        """Combine values per session with ``reducer(agg, value)``; merged sessions too.
+
+        Merging sessions reduces their aggregates: ``reducer(agg1, agg2)``.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        _check(reducer, "reducer")
+        aggregator = _reducing(_reducer_as_aggregator(reducer))
+
+        def merger(key: Any, agg1: Any, agg2: Any) -> Any:
+            return aggregator(key, agg2, agg1)
+
+        kind = self._kind("KSTREAM-REDUCE", _reduce_serde, _none, aggregator, merger,
+                          late_records_to)
+        return self._grouping._aggregate(kind, materialized)
+
+    def aggregate(self, initializer: Callable[[], Any],
+                  aggregator: Callable[[Any, Any, Any], Any],
+                  merger: Callable[[Any, Any, Any], Any],
+                  materialized: Materialized | None = None, *,
+                  late_records_to: str | None = None) -> KTable:
+        """Fold values per session: ``aggregator(key, value, agg)``; ``merger(key, a1, a2)``.
+
+        A new session starts from ``initializer()``; sessions merged by a record are
+        combined with ``merger`` (starting from ``initializer()``) before the record is
+        added.
+
+        :raises TopologyError: for an empty ``late_records_to``.
+        """
+        _check(initializer, "initializer")
+        _check(aggregator, "aggregator")
+        _check(merger, "merger")
+        kind = self._kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
+                          merger, late_records_to)
+        return self._grouping._aggregate(kind, materialized)
+
+
+def _add_counts(key: Any, agg1: int, agg2: int) -> int:
+    return agg1 + agg2
 
 
 class KGroupedTable(_Grouping):

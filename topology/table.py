@@ -97,6 +97,8 @@ class WindowInfo:
     delay_ms: int
     buffer_time: Callable[[Any], int]
     session: bool = False
+    aggregation: str | None = None
+    """The name of the windowed aggregation node (idle close moves its stream time too)."""
 
 
 class KTable:
@@ -234,10 +236,12 @@ class KTable:
                 )
             delay = window.delay_ms
             buffer_time: Callable[[Any], int] | None = window.buffer_time
+            upstream = window.aggregation
         else:
             assert suppressed.time_limit_ms is not None
             delay = suppressed.time_limit_ms
             buffer_time = None
+            upstream = None
         if window is None:
             key_ser = serializer_of(self._key_serde)
         else:
@@ -252,7 +256,7 @@ class KTable:
         return self._derive(
             "KTABLE-SUPPRESS",
             lambda: SuppressNodeProcessor(suppressed, delay, key_ser, value_ser, buffer_time,
-                                          store),
+                                          store, upstream),
             OldValues(self._old_values), self._value_serde, name=name, stores=[store],
             lookup=self._suppressed_lookup(name, store),
         )

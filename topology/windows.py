@@ -235,10 +235,11 @@ class TimeWindows(_WindowDefinition):
 class SlidingWindows(_WindowDefinition):
     """Windows of a fixed time difference around each record, both ends inclusive.
 
-    A record at ``t`` defines the window ``[t - d, t]``; ``d`` may be zero, as in Kafka.
-    Aggregating over sliding windows arrives with the windows issue; until then
-    ``windowed_by`` refuses them at definition time. Equal (and hashed) by time difference
-    and grace.
+    A record at ``t`` defines the window ``[t - d, t]`` (and, when later records are within
+    ``d``, the window ``[t + 1, t + 1 + d]`` right after it); records earlier than ``d`` share
+    the window ``[0, d]``. ``d`` may be zero, as in Kafka. A window ``[start, end]`` closes
+    once stream time reaches ``end + 1 + grace``. Equal (and hashed) by time difference and
+    grace.
 
     :param time_difference_ms: the largest time difference in ms between two records of one
         window, ``>= 0``.
@@ -283,9 +284,7 @@ class SessionWindows(_WindowDefinition):
     """Sessions of activity separated by at least ``gap`` ms of inactivity, ends inclusive.
 
     Records ``gap`` ms apart or closer merge into one session. A session closes once stream
-    time reaches ``end + 1 + gap + grace``. Aggregating over sessions arrives with the windows
-    issue; until then ``windowed_by`` refuses them at definition time. Equal (and hashed) by
-    gap and grace.
+    time reaches ``end + 1 + gap + grace``. Equal (and hashed) by gap and grace.
 
     :param gap_ms: the inactivity gap in ms, larger than zero.
     :param grace_ms: how late records are still accepted in ms, ``>= 0``.

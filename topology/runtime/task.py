@@ -183,6 +183,7 @@ class Task:
         self._offsets: dict[str, int] = {}  # next offset per topic, piped or re-queued
         self._stream_schedules: list[_Schedule] = []
         self._wall_schedules: list[_Schedule] = []
+        self._wall_listeners: list[Callable[[int], None]] = []
         self.processors: dict[str, InternalProcessor] = {}
         for node in topology.nodes:
             proc = node.factory()
@@ -214,14 +215,20 @@ class Task:
             if len(node.children) == 1 and node.children[0].name in raw}
 
     def _fuse(self) -> None:
-        """Fuse each windowed aggregation with a final-results suppression, its only child."""
+        """Fuse each windowed aggregation with a final-results suppression, its only child.
+
+        A late-records sink below the aggregation does not count as a child: the fused step
+        routes late records through the aggregation as the separate path does.
+        """
         from .processors.fused import FusedFinalResults, can_fuse
 
         for node in self.topology.nodes:
-            if len(node.children) != 1:
-                continue
             parent = self.processors[node.name]
-            child = self.processors[node.children[0].name]
+            late_sink = getattr(parent, "late_sink", None)  # not a child the table feeds
+            children = [c for c in node.children if c.name != late_sink]
+            if len(children) != 1:
+                continue
+            child = self.processors[children[0].name]
             if child.name in self._looked_up or not getattr(parent, "has_buckets", True):
                 continue
             if can_fuse(parent, child):
@@ -573,14 +580,23 @@ class Task:
             self._wall_schedules.append(schedule)
         return schedule
 
+    def on_wall_clock(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(now_ms)`` at every wall-clock advance, before punctuations.
+
+        Idle close (``Suppressed.with_idle_close``) uses it.
+        """
+        self._wall_listeners.append(listener)
+
     def wall_clock_advanced(self) -> None:
-        """Run due wall-clock punctuations, then anything they queued.
+        """Run idle-close checks, due wall-clock punctuations, then anything they queued.
 
         :raises TaskFailedError: if the task failed earlier.
         """
         self._check_alive()
         now = self.clock.now_ms()
         try:
+            for listener in self._wall_listeners:
+                listener(now)
             for schedule in list(self._wall_schedules):
                 schedule.maybe_fire(now)
         except BaseException as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from suppress.entry import RecordContext
@@ -11,12 +11,14 @@ from suppress.time import NO_TIMESTAMP, is_window_closed
 from ...record import Change
 from ...windows import TimeWindows, Window, Windowed
 from ..metrics import DropReason, log
-from ..processor import InternalProcessor
+from ..processor import Entry, InternalProcessor
+from .late import LateRecords
 from .table import log_null_key
 
 __all__ = (
     "StreamAggregateProcessor",
     "TableAggregateProcessor",
+    "WindowedAggregateBase",
     "WindowedAggregateProcessor",
 )
 
@@ -24,7 +26,7 @@ Initializer = Callable[[], Any]
 Aggregator = Callable[[Any, Any, Any], Any]
 
 
-def _drop_null(task: Any, key: Any, value: Any, ctx: RecordContext) -> bool:
+def drop_null(task: Any, key: Any, value: Any, ctx: RecordContext) -> bool:
     """Count and log a record an aggregation cannot use; True if it was dropped."""
     if key is None:
         log_null_key(task, ctx)
@@ -60,7 +62,7 @@ class StreamAggregateProcessor(InternalProcessor):
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Fold the record into its key's aggregate and forward the change."""
-        if _drop_null(self._task, key, value, ctx):
+        if drop_null(self._task, key, value, ctx):
             return
         item = self._store.get_with_timestamp(key)
         ts = ctx.timestamp
@@ -131,7 +133,31 @@ class TableAggregateProcessor(InternalProcessor):
         self.forward_change(key, agg, old_agg if self._old else None, ctx.with_timestamp(ts))
 
 
-class WindowedAggregateProcessor(InternalProcessor):
+class WindowedAggregateBase(InternalProcessor):
+    """What every windowed aggregation shares: its late records and their optional sink.
+
+    With ``late_sink``, the node's first child is the sink of the late-records topic
+    (added by the DSL right after the aggregation); :meth:`connect` gives it to
+    :attr:`late` and the other children receive the table updates.
+    """
+
+    late: LateRecords
+    late_sink: str | None = None
+    """The name of the late-records sink node, if any (set by the DSL)."""
+
+    def init_late(self, task: Any, inclusive_end: bool) -> None:
+        """Create :attr:`late` (call from ``init``)."""
+        self.late = LateRecords(task, inclusive_end)
+
+    def connect(self, children: Sequence[Entry]) -> None:
+        """The late-records sink first (if any), then the table's children."""
+        if self.late_sink is not None:
+            self.late.route = children[0].record
+            children = children[1:]
+        super().connect(children)
+
+
+class WindowedAggregateProcessor(WindowedAggregateBase):
     """Time-windowed ``aggregate``/``count``/``reduce`` (``initializer`` None for reduce).
 
     Keeps its own stream time ``T`` (after the null-key check). For each window of the
@@ -159,6 +185,7 @@ class WindowedAggregateProcessor(InternalProcessor):
         self._store = task.stores[self._store_name]
         self._bucket_of = getattr(self._store, "bucket", None)
         self._old = self._send_old()
+        self.init_late(task, False)
 
     def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
         """The aggregation's stream time (its windows live in the store)."""
@@ -191,7 +218,7 @@ class WindowedAggregateProcessor(InternalProcessor):
         for start in starts:
             end = start + size
             if is_window_closed(end, grace, now):
-                self._drop_expired(ctx, start, end)
+                self._drop_expired(key, value, ctx, start, end)
                 continue
             old, new, out_ts = self.aggregate_into(key, value, ts, start)
             window = self._window_cache.get(start)
@@ -245,11 +272,7 @@ class WindowedAggregateProcessor(InternalProcessor):
         window = cache[start] = Window(start, end)
         return window
 
-    def _drop_expired(self, ctx: RecordContext, start: int, end: int) -> None:
-        self._task.metrics.drop(DropReason.EXPIRED_WINDOW)
-        log.warning(
-            "Skipping record for expired window. topic=[%s] partition=[%s] offset=[%s] "
-            "timestamp=[%s] window=[%s,%s) expiration=[%s] streamTime=[%s]",
-            ctx.topic, ctx.partition, ctx.offset, ctx.timestamp, start, end,
-            self.stream_time - self._windows.grace_ms, self.stream_time,
-        )
+    def _drop_expired(self, key: Any, value: Any, ctx: RecordContext, start: int,
+                      end: int) -> None:
+        now = self.stream_time
+        self.late.drop(key, value, ctx, start, end, now - self._windows.grace_ms, now)

@@ -66,11 +66,12 @@ LONG_MAX = 2**63 - 1
 def can_fuse(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
     """Whether ``aggregate`` -> ``child`` can run fused (see the module docstring).
 
-    Not for ``spill_to_disk_when_full()``: the fused buffer is a dict of tuples in memory.
+    Not for ``spill_to_disk_when_full()``: the fused buffer is a dict of tuples in memory;
+    not for idle close, which moves the suppression's time between records.
     """
     if not isinstance(aggregate, WindowedAggregateProcessor):
         return False
-    if not isinstance(child, SuppressNodeProcessor):
+    if not isinstance(child, SuppressNodeProcessor) or child.suppressed.idle_close_ms is not None:
         return False
     return (child.suppressed.final_results
             and child.suppressed.buffer_config.strategy is BufferFullStrategy.SHUT_DOWN)
@@ -236,7 +237,8 @@ class FusedFinalResults:
         size = self._size
         agg = self._agg
         if is_window_closed(start + size, self._grace, agg.stream_time):
-            agg._drop_expired(ctx if ctx is not None else _context(ts, *raw),  # type: ignore[misc]
+            agg._drop_expired(key, value,
+                              ctx if ctx is not None else _context(ts, *raw),  # type: ignore[misc]
                               start, start + size)
             return
         old, new, out_ts = agg.aggregate_into(key, value, ts, start)

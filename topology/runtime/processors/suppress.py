@@ -17,6 +17,7 @@ from suppress.config import BufferFullStrategy, Suppressed
 from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 from suppress.spill import OrderedByteStore, SpillBackend
+from suppress.time import NO_TIMESTAMP
 
 from ...state.codec import StateCodecError, decode, encode
 from ..processor import Entry, ForwardChange, InternalProcessor
@@ -38,19 +39,33 @@ class SuppressNodeProcessor(InternalProcessor):
         exclusive end); ``None`` for time limits (the record timestamp is used).
     :param store_name: the name of the suppression's buffer as a state store (Kafka's
         ``KTABLE-SUPPRESS-STATE-STORE-<n>`` or ``<name>-store``).
+    :param upstream: for final results, the windowed aggregation node above: idle close
+        moves its stream time along with the suppression's.
+
+    **Idle close** (``Suppressed.with_idle_close(idle)``): at every wall-clock advance to
+    ``W``, if no record reached this node since the clock last moved, and ``W - W_last >=
+    idle`` (``W_last``: the wall time when the last record arrived, or when the task
+    started), stream time becomes ``T_last + (W - W_last)`` (``T_last``: stream time after
+    that record) for the suppression and the upstream aggregation, and what is due is
+    emitted. As the wall clock stands still between advances, records seen since the last
+    advance arrived at the clock's previous value. Not before the first record.
     """
 
     def __init__(self, suppressed: Suppressed, delay_ms: int,
                  key_serializer: Callable[[Any], bytes | None],
                  value_serializer: Callable[[Any], bytes | None],
                  buffer_time: Callable[[Any], int] | None,
-                 store_name: str | None = None) -> None:
+                 store_name: str | None = None, upstream: str | None = None) -> None:
         self.suppressed = suppressed
         self.delay_ms = delay_ms
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
         self._buffer_time = buffer_time
         self.store_name = store_name
+        self._upstream_name = upstream
+        self._idle = suppressed.idle_close_ms
+        self._seen = 0
+        """Records that reached this node (counted only with idle close)."""
 
     def init(self, task: Task) -> None:
         """Create the engine and register it as this node's suppression."""
@@ -66,6 +81,32 @@ class SuppressNodeProcessor(InternalProcessor):
         self._durable = task.durable
         self._dirty: set[Any] = set()
         """With a state directory: keys whose buffered entry changed since the last commit."""
+        if self._idle is not None:
+            self._upstream = (None if self._upstream_name is None
+                              else task.processors[self._upstream_name])
+            self._wall_prev = self._wall_last = task.clock.now_ms()
+            self._seen_at_tick = 0
+            self._time_last = NO_TIMESTAMP
+            task.on_wall_clock(self._wall_tick)
+
+    def _wall_tick(self, now: int) -> None:
+        """Idle close: follow the wall clock after ``idle`` ms without input (class doc)."""
+        if self._seen != self._seen_at_tick:  # records arrived while the clock stood still
+            self._seen_at_tick = self._seen
+            self._wall_last = self._wall_prev
+            self._time_last = self.engine.stream_time
+        elif self._time_last == NO_TIMESTAMP:  # none yet, or a stream time restored since
+            self._time_last = self.engine.stream_time
+        self._wall_prev = now
+        idle_for = now - self._wall_last
+        assert self._idle is not None
+        if idle_for < self._idle or self._time_last == NO_TIMESTAMP:
+            return
+        target = self._time_last + idle_for
+        upstream = self._upstream
+        if upstream is not None and target > upstream.stream_time:  # type: ignore[attr-defined]
+            upstream.stream_time = target  # type: ignore[attr-defined]
+        self.engine.advance_stream_time(target)
 
     def _spill_backend(self, task: Task) -> SpillBackend:
         """The disk tier: a keyspace of the task's state, its commit, and the state codec."""
@@ -90,8 +131,13 @@ class SuppressNodeProcessor(InternalProcessor):
         return SpillBackend(open_store, task.commit_state, encode_spilled, decode)
 
     def change_entry(self) -> ForwardChange:
-        """The engine's own ``process_change`` (with a state directory, :meth:`process_change`)."""
-        return self.process_change if self._durable else self.engine.process_change
+        """The engine's ``process_change``; :meth:`process_change` when it must see records.
+
+        That is with a state directory (dirty keys) or idle close (records seen).
+        """
+        if self._durable or self._idle is not None:
+            return self.process_change
+        return self.engine.process_change
 
     def connect(self, children: Sequence[Entry]) -> None:
         """Bind the forwards, and let the engine emit straight to the children."""
@@ -104,6 +150,7 @@ class SuppressNodeProcessor(InternalProcessor):
 
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer the change; the engine emits what is due."""
+        self._seen += 1
         if self._durable:
             self._dirty.add(key)
         self.engine.process_change(key, new, old, ctx)
