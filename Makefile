@@ -41,6 +41,7 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/iteration.py
 	$(PY) benchmarks/windows.py
 
 bench-spark: $(STAMP) java

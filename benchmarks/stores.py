@@ -51,7 +51,10 @@ from topology.state.rocksdb import (  # noqa: E402
     StateDB,
     encode_int64,
 )
-from topology.state.rocksdb.statedb import _options  # noqa: E402 - the StateDB's options
+from topology.state.rocksdb.statedb import _DEFAULT_OPTIONS  # noqa: E402
+
+_options = _DEFAULT_OPTIONS.factory()
+"""The options of every StateDB column family (``StateDB.open`` without options)."""
 
 COMMIT_EVERY = 10_000
 """Writes between two commits of the StateDB (the runtime commits as often)."""

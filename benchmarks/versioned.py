@@ -59,7 +59,10 @@ from rocksdict import Rdict  # noqa: E402
 
 from topology.state.memory import InMemoryVersionedKeyValueStore  # noqa: E402
 from topology.state.rocksdb import RocksDBVersionedKeyValueStore, StateDB  # noqa: E402
-from topology.state.rocksdb.statedb import _options as statedb_options  # noqa: E402
+from topology.state.rocksdb.statedb import _DEFAULT_OPTIONS  # noqa: E402
+
+statedb_options = _DEFAULT_OPTIONS.factory()
+"""The options of every StateDB column family (``StateDB.open`` without options)."""
 
 HORIZON = 10_000_000
 COMMIT_EVERY = 10_000

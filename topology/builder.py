@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from suppress.time import to_millis
 
 from .errors import TopologyError
 from .options import Consumed, Materialized, checked_materialized
@@ -12,9 +15,13 @@ from .runtime.getters import KeyValueStoreGetter, VersionedStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
 from .runtime.processors.stateless import PassThrough, SinkProcessor
+from .runtime.store_specs import session_store_spec, window_store_spec
 from .serde import serializer_of
 from .state.memory import InMemoryKeyValueStore, InMemoryVersionedKeyValueStore
 from .topology import Topology
+
+Duration = int | _dt.timedelta
+"""A duration: ``int`` milliseconds or a ``timedelta``."""
 
 if TYPE_CHECKING:
     from .state.rocksdb import Keyspace
@@ -161,6 +168,63 @@ class StreamsBuilder:
             raise TopologyError("add_state_store(): versioned stores are for tables "
                                 "(StreamsBuilder.table); use Materialized(name=...)")
         self.add_kv_store(materialized.name, materialized.key_serde, materialized.persistence)
+        return materialized.name
+
+    def add_window_store(self, materialized: Materialized, window_size: Duration,
+                         retention: Duration) -> str:
+        """Add a window store for ``KStream.process`` processors; return its name.
+
+        The store keeps ``(key, window start) -> value`` for windows of ``window_size``
+        (ms or ``timedelta``), each for ``retention`` behind the store's observed stream
+        time; a processor opens it with ``context.get_state_store(name)``, the test driver
+        with ``get_window_store(name)``. ``materialized`` gives the name, the key serde (it
+        orders the keys) and the backend choice.
+
+        :raises TopologyError: without a store name, for a versioned ``materialized``, or for
+            a name already used.
+        :raises TypeError: a duration that is neither an ``int`` nor a ``timedelta``.
+        :raises ValueError: a negative duration, or a window size of zero.
+        """
+        name = self._processor_store_name(materialized, "add_window_store")
+        size = to_millis(window_size, "window_size")
+        if size == 0:
+            raise ValueError("window_size must be larger than zero, got 0 ms")
+        self.add_store(window_store_spec(name, materialized.key_serde, size,
+                                         to_millis(retention, "retention"),
+                                         materialized.persistence))
+        return name
+
+    def add_session_store(self, materialized: Materialized, retention: Duration) -> str:
+        """Add a session store for ``KStream.process`` processors; return its name.
+
+        The store keeps ``Windowed(key, Window(start, end)) -> aggregate`` for sessions whose
+        end is within ``retention`` (ms or ``timedelta``) of the store's observed stream
+        time; a processor opens it with ``context.get_state_store(name)``, the test driver
+        with ``get_session_store(name)``. ``materialized`` gives the name, the key serde (it
+        orders the keys) and the backend choice.
+
+        :raises TopologyError: without a store name, for a versioned ``materialized``, or for
+            a name already used.
+        :raises TypeError: a retention that is neither an ``int`` nor a ``timedelta``.
+        :raises ValueError: a negative retention.
+        """
+        name = self._processor_store_name(materialized, "add_session_store")
+        self.add_store(session_store_spec(name, materialized.key_serde,
+                                          to_millis(retention, "retention"),
+                                          materialized.persistence))
+        return name
+
+    def _processor_store_name(self, materialized: Materialized, method: str) -> str:
+        """The name of a store added for processors, checked.
+
+        :raises TopologyError: without a name, or for a versioned ``materialized``.
+        """
+        materialized = checked_materialized(materialized)
+        if materialized.name is None:
+            raise TopologyError(f"{method}() needs Materialized(name=...)")
+        if materialized.is_versioned:
+            raise TopologyError(f"{method}(): versioned stores are for tables "
+                                "(StreamsBuilder.table); use Materialized(name=...)")
         return materialized.name
 
     # -- build ---------------------------------------------------------------------------------

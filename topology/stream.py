@@ -126,8 +126,9 @@ class KStream:
     def process(self, supplier: Callable[[], Processor], *store_names: str) -> KStream:
         """Run a user :class:`~topology.runtime.api.Processor` (a fresh one per task).
 
-        ``store_names`` are stores added with ``StreamsBuilder.add_state_store`` that the
-        processor may open with ``context.get_state_store(name)``.
+        ``store_names`` are stores added with ``StreamsBuilder.add_state_store``
+        (key-value), ``add_window_store`` or ``add_session_store`` that the processor may
+        open with ``context.get_state_store(name)``.
 
         :raises TopologyError: for an unknown store name.
         """

@@ -93,15 +93,23 @@ class StateDirs:
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
+        self._databases: list[StateDB] = []
 
     def keyspace(self, name: str) -> Keyspace:
         """A keyspace of a fresh StateDB in a fresh temporary directory."""
         directory = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="stores-"))
         db = self._stack.enter_context(StateDB.open(Path(directory) / "state"))
+        self._databases.append(db)
         return db.keyspace(name)
+
+    def commit(self) -> None:
+        """Commit every database opened so far (their stores' pending writes)."""
+        for db in self._databases:
+            db.commit()
 
     def close(self) -> None:
         """Close every database opened so far and remove its directory."""
+        self._databases.clear()
         self._stack.close()
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..serde import serializer_of
-from ..state.memory import InMemorySessionStore
+from ..state.memory import InMemorySessionStore, InMemoryWindowStore
 from .graph import StoreSpec
 
 if TYPE_CHECKING:
     from ..state.rocksdb import Keyspace
 
-__all__ = ("session_store_spec",)
+__all__ = ("session_store_spec", "window_store_spec")
 
 
 def session_store_spec(name: str, key_serde: Any, retention_ms: int,
@@ -51,3 +51,38 @@ def session_store_spec(name: str, key_serde: Any, retention_ms: int,
         return RocksDBSessionStore(name, key_ser, retention_ms, keyspace, segment_interval_ms)
 
     return StoreSpec(name, "session", memory, persistent, persistence)
+
+
+def window_store_spec(name: str, key_serde: Any, window_size_ms: int, retention_ms: int,
+                      persistence: bool | None = None) -> StoreSpec:
+    """The spec of window store ``name``: windows of ``window_size_ms``, kept ``retention_ms``.
+
+    The store is :class:`~topology.state.memory.InMemoryWindowStore` or
+    :class:`~topology.state.rocksdb.RocksDBWindowStore`; the driver hands it out through
+    ``get_window_store(name)``.
+
+    >>> from topology.serde import Serdes
+    >>> spec = window_store_spec("clicks", Serdes.string(), 60_000, 120_000)
+    >>> spec.kind, spec.factory().window_size_ms
+    ('window', 60000)
+
+    :raises TypeError: ``window_size_ms`` or ``retention_ms`` is not an ``int``.
+    :raises ValueError: ``window_size_ms < 1`` or ``retention_ms < 0``.
+    """
+    for what, value, least in (("window_size_ms", window_size_ms, 1),
+                               ("retention_ms", retention_ms, 0)):
+        if type(value) is not int:
+            raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
+        if value < least:
+            raise ValueError(f"{what} is at least {least} ms, got {value}")
+    key_ser = serializer_of(key_serde)
+
+    def memory() -> Any:
+        return InMemoryWindowStore(name, key_ser, window_size_ms, retention_ms)
+
+    def persistent(keyspace: Keyspace) -> Any:
+        from ..state.rocksdb import RocksDBWindowStore
+
+        return RocksDBWindowStore(name, key_ser, window_size_ms, retention_ms, keyspace)
+
+    return StoreSpec(name, "window", memory, persistent, persistence)

@@ -118,24 +118,43 @@ def session_parts(session: Any, method: str) -> tuple[Any, int, int]:
         or a bound is not an ``int``.
     :raises ValueError: ``start > end``, or a bound outside ``[-2**63, 2**63)``.
     """
+    if session.__class__ is Windowed:
+        key, (start, end) = session
+        if (key is not None and type(start) is int and type(end) is int
+                and MIN_TIME <= start <= end <= MAX_TIME):
+            return key, start, end
+    _refuse_session(session, method)
+    raise AssertionError("unreachable: _refuse_session raises")
+
+
+def _refuse_session(session: Any, method: str) -> None:
+    """Raise the error that says why ``session`` is not a valid session."""
     if session.__class__ is not Windowed:
         raise TypeError(f"{method}() takes a session Windowed(key, Window(start, end)), got "
                         f"{type(session).__name__}")
-    key, window = session
+    key, (start, end) = session
     if key is None:
         raise TypeError(f"{method}(): a session's key is not None")
-    start, end = window
     for what, value in (("start", start), ("end", end)):
         if type(value) is not int:
             raise TypeError(f"{method}(): a session's {what} is an int (ms), got "
                             f"{type(value).__name__}")
         if not MIN_TIME <= value <= MAX_TIME:
             raise ValueError(f"{method}(): session {what} {value} is outside [-2**63, 2**63)")
-    if start > end:
-        raise ValueError(f"{method}(): a session's start {start} is after its end {end}")
-    return key, start, end
+    raise ValueError(f"{method}(): a session's start {start} is after its end {end}")
+
+
+_new = tuple.__new__
 
 
 def make_session(key: Any, start: int, end: int) -> Windowed:
-    """The windowed key of a session: ``Windowed(key, Window(start, end))``, end inclusive."""
-    return Windowed(key, Window(start, end))
+    """The windowed key of a session: ``Windowed(key, Window(start, end))``, end inclusive.
+
+    Builds the named tuples directly (a third of the cost of their constructors); for
+    results built in bulk.
+
+    >>> make_session("a", 0, 5) == Windowed("a", Window(0, 5))
+    True
+    """
+    result: Windowed = _new(Windowed, (key, _new(Window, (start, end))))
+    return result

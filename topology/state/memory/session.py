@@ -11,9 +11,19 @@ from sortedcontainers import SortedList
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed
 from ..segments import window_segment_interval
-from ..sessions import MIN_TIME, SessionQuery, parse_fetch, parse_find, session_parts
+from ..sessions import (
+    MAX_TIME,
+    MIN_TIME,
+    SessionQuery,
+    parse_fetch,
+    parse_find,
+    session_parts,
+)
 
 __all__ = ("InMemorySessionStore",)
+
+_new = tuple.__new__
+"""Builds the ``Window``/``Windowed`` named tuples of results without their Python ``__new__``."""
 
 
 class _Sessions:
@@ -122,7 +132,8 @@ class InMemorySessionStore:
         :raises ValueError: the session's start is after its end.
         """
         key, start, end = session_parts(session, "put")
-        self._check_open()
+        if not self.is_open:
+            self._check_open()
         self._write(key, start, end, aggregate)
 
     def remove(self, session: Windowed) -> None:
@@ -132,7 +143,8 @@ class InMemorySessionStore:
         :raises TypeError: ``session`` is not a ``Windowed`` with a key and ``int`` bounds.
         """
         key, start, end = session_parts(session, "remove")
-        self._check_open()
+        if not self.is_open:
+            self._check_open()
         self._write(key, start, end, None)
 
     def _write(self, key: Any, start: int, end: int, aggregate: Any) -> None:
@@ -222,31 +234,44 @@ class InMemorySessionStore:
     def _select(self, query: SessionQuery) -> list[tuple[Windowed, Any]]:
         """The live sessions matching ``query``, in key bytes, end, start order."""
         self._check_open()
-        ser = self._key_bytes
-        by_key = self._by_key
         if query.single:
-            entry = by_key.get(ser(query.key_from) or b"")
-            entries = [] if entry is None else [entry]
-        else:
-            lo = None if query.key_from is None else ser(query.key_from) or b""
-            hi = None if query.key_to is None else ser(query.key_to) or b""
-            if lo is not None and hi is not None and lo > hi:
-                return []
-            entries = [by_key[kb] for kb in self._keys.irange(lo, hi)]
-        earliest = max(self._observed - self.retention_ms + 1, MIN_TIME)
-        if query.earliest_end is not None and query.earliest_end > earliest:
-            earliest = query.earliest_end
-        latest = query.latest_start
+            return self._find_key(query.key_from, query.earliest_end, query.latest_start)
+        ser = self._key_bytes
+        lo = None if query.key_from is None else ser(query.key_from) or b""
+        hi = None if query.key_to is None else ser(query.key_to) or b""
+        if lo is not None and hi is not None and lo > hi:
+            return []
+        by_key = self._by_key
         out: list[tuple[Windowed, Any]] = []
-        append = out.append
-        for entry in entries:
-            times = entry.times
-            aggs = entry.aggs
-            key = entry.key
-            for i in range(bisect_left(times, (earliest, MIN_TIME)), len(times)):
-                end, start = times[i]
-                if latest is None or start <= latest:
-                    append((Windowed(key, Window(start, end)), aggs[i]))
+        for kb in self._keys.irange(lo, hi):
+            out += self._matching(by_key[kb], query.earliest_end, query.latest_start)
+        return out
+
+    def _find_key(self, key: Any, earliest_end: int | None, latest_start: int | None
+                  ) -> list[tuple[Windowed, Any]]:
+        """The live sessions of ``key`` with ``end >= earliest_end``, ``start <= latest_start``."""
+        entry = self._by_key.get(self._key_bytes(key) or b"")
+        if entry is None:
+            return []
+        return self._matching(entry, earliest_end, latest_start)
+
+    def _matching(self, entry: _Sessions, earliest_end: int | None, latest_start: int | None
+                  ) -> list[tuple[Windowed, Any]]:
+        """The live sessions of one key's entry within the bounds, by end, then start."""
+        earliest = self._observed - self.retention_ms + 1
+        if earliest_end is not None and earliest_end > earliest:
+            earliest = earliest_end
+        if latest_start is None:
+            latest_start = MAX_TIME
+        times = entry.times
+        aggs = entry.aggs
+        key = entry.key
+        new = _new
+        out = []
+        for i in range(bisect_left(times, (earliest, MIN_TIME)), len(times)):
+            end, start = times[i]
+            if start <= latest_start:
+                out.append((new(Windowed, (key, new(Window, (start, end)))), aggs[i]))
         return out
 
     def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
@@ -263,6 +288,11 @@ class InMemorySessionStore:
         :raises TypeError: another number of arguments, a ``None`` single key, a time that
             is not an ``int`` or ``None``.
         """
+        if len(args) == 3 and self.is_open:  # the checks of parse_find, inline
+            key, earliest, latest = args
+            if (key is not None and type(earliest) is int and type(latest) is int
+                    and MIN_TIME <= earliest <= MAX_TIME and MIN_TIME <= latest <= MAX_TIME):
+                return iter(self._find_key(key, earliest, latest))
         return iter(self._select(parse_find("find_sessions", args)))
 
     def backward_find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:

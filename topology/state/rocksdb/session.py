@@ -30,9 +30,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...errors import StoreClosedError
-from ...windows import Window, Windowed
+from ...windows import Windowed
 from ..segments import window_segment_interval
-from ..sessions import MAX_TIME, MIN_TIME, SessionQuery, parse_fetch, parse_find, session_parts
+from ..sessions import (
+    MAX_TIME,
+    MIN_TIME,
+    SessionQuery,
+    make_session,
+    parse_fetch,
+    parse_find,
+    session_parts,
+)
 from .codec import decode_int64, encode_int64, prefix_end
 from .key_value import pack_entry, unpack_entry, unpack_value_only
 from .keyspace import Keyspace
@@ -84,6 +92,7 @@ class RocksDBSessionStore:
 
     >>> import tempfile
     >>> from topology.state.rocksdb import StateDB
+    >>> from topology.windows import Window
     >>> with tempfile.TemporaryDirectory() as tmp, StateDB.open(tmp + "/s") as db:
     ...     s = RocksDBSessionStore("s", str.encode, 1_000, db.keyspace("s"))
     ...     s.put(Windowed("a", Window(0, 5)), 2); s.put(Windowed("a", Window(20, 20)), 1)
@@ -375,4 +384,4 @@ def _sessions(items: Iterator[tuple[bytes, bytes]], earliest: int, latest: int |
         if end_bytes < low or start_bytes > high:
             continue
         key, value, _ = unpack_entry(raw)
-        yield Windowed(key, Window(decode_int64(start_bytes), decode_int64(end_bytes))), value
+        yield make_session(key, decode_int64(start_bytes), decode_int64(end_bytes)), value

@@ -1,8 +1,10 @@
-"""Session stores in a running topology: the spec, the processor API, the driver's getter,
-and a persistent store restored when the driver reopens its state directory."""
+"""Window and session stores in a running topology: added for processors, read through the
+processor API and the driver's getters (both directions), in memory and on RocksDB (restored
+when the driver reopens its state directory)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import pytest
 
 from topology import (
     Consumed,
+    Materialized,
     Processor,
     Record,
     Serdes,
@@ -17,6 +20,7 @@ from topology import (
     Topology,
     TopologyTestDriver,
 )
+from topology.errors import TopologyError
 from topology.runtime.store_specs import session_store_spec
 from topology.state.memory import InMemorySessionStore
 from topology.state.rocksdb import RocksDBSessionStore
@@ -45,7 +49,8 @@ class Sessionize(Processor):
 
 def build(persistent: bool | None = None) -> Topology:
     b = StreamsBuilder()
-    b.add_store(session_store_spec("sessions", Serdes.string(), 100, persistent))
+    b.add_session_store(Materialized(name="sessions", key_serde=Serdes.string(),
+                                     persistence=persistent), retention=100)
     strings = Consumed(key_serde=Serdes.string(), value_serde=Serdes.string())
     b.stream("clicks", strings).process(Sessionize, "sessions")
     return b.build()
@@ -90,3 +95,50 @@ def test_the_spec_checks_its_arguments_when_the_topology_is_defined() -> None:
         session_store_spec("s", Serdes.string(), -1)
     with pytest.raises(TypeError, match="retention_ms"):
         session_store_spec("s", Serdes.string(), 1.5)  # type: ignore[arg-type]
+    b = StreamsBuilder()
+    with pytest.raises(ValueError, match="negative"):
+        b.add_session_store(Materialized(name="s"), retention=-1)
+    with pytest.raises(TypeError, match="retention"):
+        b.add_session_store(Materialized(name="s"), retention=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TopologyError, match="needs Materialized"):
+        b.add_session_store(Materialized(), retention=1)
+    with pytest.raises(ValueError, match="window_size must be larger than zero"):
+        b.add_window_store(Materialized(name="w"), window_size=0, retention=1)
+    b.add_window_store(Materialized(name="w"), window_size=10, retention=timedelta(seconds=1))
+    with pytest.raises(TopologyError, match="already exists"):
+        b.add_session_store(Materialized(name="w"), retention=1)
+
+
+class LastSeen(Processor):
+    """Keeps each key's last value in 10 ms windows; forwards the key's windows newest first."""
+
+    def init(self, context: Any) -> None:
+        self.context = context
+        self.store = context.get_state_store("windows")
+
+    def process(self, record: Record) -> None:
+        self.store.put(record.key, record.value, record.timestamp // 10 * 10)
+        newest_first = [(w.window.start, v) for w, v in
+                        self.store.backward_fetch(record.key, record.key, None, None)]
+        self.context.forward(record.with_value(newest_first))
+
+
+@pytest.mark.parametrize("state_dir", [False, True])
+def test_a_processor_reads_a_window_store_both_ways(tmp_path: Path, state_dir: bool) -> None:
+    b = StreamsBuilder()
+    b.add_window_store(Materialized(name="windows", key_serde=Serdes.string()),
+                       window_size=10, retention=31)
+    strings = Consumed(key_serde=Serdes.string(), value_serde=Serdes.string())
+    b.stream("in", strings).process(LastSeen, "windows").to("out")
+    with TopologyTestDriver(b.build(), state_dir=tmp_path if state_dir else None) as driver:
+        topic = driver.create_input_topic("in", Serdes.string(), Serdes.string())
+        for key, value, t in [("a", "x", 1), ("b", "y", 12), ("a", "z", 15), ("a", "w", 41)]:
+            topic.pipe_input(key, value, timestamp=t)
+        assert driver.create_output_topic("out").read_values_to_list() == [
+            [(0, "x")], [(10, "y")], [(10, "z"), (0, "x")], [(40, "w"), (10, "z")]]
+        store = driver.get_window_store("windows")
+        assert store.persistent is state_dir
+        assert [str(w) for w, _ in store.fetch(None, None, None, None)] == [
+            "[a@10/20]", "[a@40/50]", "[b@10/20]"]
+        assert [str(w) for w, _ in store.backward_all()] == ["[a@40/50]", "[b@10/20]",
+                                                             "[a@10/20]"]
