@@ -62,8 +62,9 @@ class LateRecords:
         )
         route = self.route
         if route is not None:
-            headers = (*ctx.headers, ("late.reason", _REASON),
-                       ("late.window.start", str(start).encode()),
-                       ("late.window.end", str(end).encode()),
-                       ("late.stream.time", str(stream_time).encode()))
+            reason, start_name, end_name, time_name = LATE_HEADERS
+            headers = (*ctx.headers, (reason, _REASON),
+                       (start_name, str(start).encode()),
+                       (end_name, str(end).encode()),
+                       (time_name, str(stream_time).encode()))
             route(key, value, ctx._replace(headers=headers))
