@@ -15,6 +15,8 @@ from topology import (
     Materialized,
     Produced,
     Serdes,
+    SessionWindows,
+    SlidingWindows,
     StreamsBuilder,
     TestRecord,
     TimeWindows,
@@ -41,6 +43,26 @@ def final_counts() -> Topology:
      .to_stream()
      .to("counts"))
     return b.build()
+
+
+def final_window_counts(windows: Any) -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+     .group_by_key()
+     .windowed_by(windows)
+     .count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .to("counts"))
+    return b.build()
+
+
+def final_sliding_counts() -> Topology:
+    return final_window_counts(SlidingWindows.of_time_difference_and_grace(80, 20))
+
+
+def final_session_counts() -> Topology:
+    return final_window_counts(SessionWindows.of_inactivity_gap_and_grace(30, 20))
 
 
 def rate_limited_table() -> Topology:
@@ -108,7 +130,10 @@ def run_batches(spark: Any, topology: Topology, rows: list[Row], topic: str, n: 
     (final_counts, click_rows, "counts"),
     (rate_limited_table, level_rows, "levels-limited"),
     (as_of_join, payment_rows, "converted"),
-], ids=["final-results", "until-time-limit", "versioned-as-of-join"])
+    (final_sliding_counts, click_rows, "counts"),
+    (final_session_counts, click_rows, "counts"),
+], ids=["final-results", "until-time-limit", "versioned-as-of-join", "sliding-final-results",
+        "session-final-results"])
 def test_memory_sink_holds_what_the_driver_outputs(spark: Any, topology: Any, rows: Any,
                                                    topic: str) -> None:
     data = rows(seed=7)
@@ -120,6 +145,19 @@ def test_memory_sink_holds_what_the_driver_outputs(spark: Any, topology: Any, ro
         assert runner.last_progress is not None
         assert runner.last_progress.records_in == len(batches(data, 4)[-1])
         assert set(runner.last_progress.records_out) == {topic}
+    assert sink.read_records_to_list() == expected
+
+
+@pytest.mark.parametrize("topology", [final_sliding_counts, final_session_counts],
+                         ids=["sliding", "session"])
+def test_windows_restored_from_state_dir_between_batches(spark: Any, tmp_path: Any,
+                                                         topology: Any) -> None:
+    data = click_rows(seed=11)
+    expected = driver_output(topology(), data, "counts")
+    sink = sinks.memory()
+    for batch_id, batch in enumerate(batches(data, 4)):
+        with ForeachBatchRunner(topology(), state_dir=tmp_path, sinks={"counts": sink}) as runner:
+            runner(kafka_df(spark, batch), batch_id)
     assert sink.read_records_to_list() == expected
 
 
