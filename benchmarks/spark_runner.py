@@ -79,7 +79,7 @@ from workloads import clicks  # noqa: E402
 
 from suppress import BufferConfig, Suppressed  # noqa: E402
 from topology import Consumed, Serdes, StreamsBuilder, TimeWindows, TopologyTestDriver  # noqa: E402
-from topology.spark import ForeachBatchRunner, local_session  # noqa: E402
+from topology.spark import DistributedRunner, ForeachBatchRunner, local_session  # noqa: E402
 
 SIZE, GRACE = 60_000, 2_000
 MODES = ("in memory", "durable")
@@ -96,6 +96,35 @@ def topology() -> Any:
      .to_stream()
      .to("counts"))
     return b.build()
+
+
+def summed_topology() -> Any:
+    """The same windows with ``reduce`` (a Python function): the collect-and-fold path."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()))
+     .map_values(lambda value: 1)
+     .group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(SIZE, GRACE))
+     .reduce(lambda total, one: total + one)
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .to("counts"))
+    return b.build()
+
+
+def distributed_run(spark: Any, folder: Path, work: Path, name: str, topo: Any
+                    ) -> tuple[float, list[Any]]:
+    """Seconds of a DistributedRunner's availableNow query over the files, and its output."""
+    schema = spark.read.parquet(str(folder)).schema
+    stream = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+              .parquet(str(folder)))
+    out: list[Any] = []
+    runner = DistributedRunner(topo, sources={"clicks": stream},
+                               sinks={"counts": lambda records, _: out.extend(records)},
+                               checkpoint_dir=str(work / f"chk-{name}"))
+    started = time.perf_counter()
+    runner.run_available()
+    return time.perf_counter() - started, out
 
 
 def write_files(records: list[tuple[str, Any, int]], folder: Path, files: int) -> None:
@@ -132,6 +161,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--distributed-only", action="store_true",
+                        help="only Spark's own aggregation and the DistributedRunner")
     args = parser.parse_args()
     logging.getLogger("topology").setLevel(logging.ERROR)  # one warning per late record
     n = args.records
@@ -152,17 +183,32 @@ def main() -> None:
             .groupBy(F.window("timestamp", "60 seconds"), F.col("key").cast("string"))
             .count().writeStream.outputMode("append").format("noop")))
 
-        transfer = timed_query(spark, folder, work, "transfer",
-                               lambda s: s.writeStream.foreachBatch(lambda df, _: df.toArrow()))
-        spark_windows: list[int] = []
+        transfer = 0.0 if args.distributed_only else timed_query(
+            spark, folder, work, "transfer",
+            lambda s: s.writeStream.foreachBatch(lambda df, _: df.toArrow()))
+        own_windows: list[Any] = []
 
         def spark_own(s: Any) -> Any:
             return (s.withWatermark("timestamp", "2 seconds")
                     .groupBy(F.window("timestamp", "60 seconds"), F.col("key").cast("string"))
                     .count().writeStream.outputMode("append")
-                    .foreachBatch(lambda df, _: spark_windows.append(df.count())))
+                    .foreachBatch(lambda df, _: own_windows.append(df.toArrow())))
 
         own = timed_query(spark, folder, work, "spark", spark_own)
+        spark_windows = [sum(t.num_rows for t in own_windows)]
+        distributed_runs = {
+            "count": distributed_run(spark, folder, work, "dist-count", topology()),
+            "reduce": distributed_run(spark, folder, work, "dist-reduce", summed_topology()),
+        }
+        own_set = sorted((r["key"], r["window"]["start"].timestamp() * 1000, r["count"])
+                         for t in own_windows for r in t.to_pylist())
+        for kind, (_, out) in distributed_runs.items():
+            got = sorted((r.key.key, r.key.window.start, r.value) for r in out)
+            assert got == own_set, f"the distributed runner ({kind}) differs from Spark's own"
+        if args.distributed_only:
+            spark.stop()
+            print_distributed(n, args, own, sum(spark_windows), distributed_runs)
+            return
         runs: dict[str, tuple[float, list[Any], float]] = {}
         for mode in MODES:
             out: list[Any] = []
@@ -203,6 +249,19 @@ def main() -> None:
         print(f"runner ({mode}) / Spark's own aggregation: {runner / rate['spark']:.2f}x, "
               f"/ toArrow transfer: {runner / rate['transfer']:.2f}x, "
               f"/ driver alone ({mode}): {runner / rate[f'driver {mode}']:.2f}x")
+    print_distributed(n, args, own, sum(spark_windows), distributed_runs)
+
+
+def print_distributed(n: int, args: Any, own: float, windows: int,
+                      runs: dict[str, tuple[float, list[Any]]]) -> None:
+    """The DistributedRunner's rates beside Spark's own aggregation (same run)."""
+    print(f"DistributedRunner, {n:,} records in {args.files} files ({windows:,} windows, the "
+          f"same as Spark's own aggregation):")
+    print(f"  Spark windowed count+watermark    {n / own:>10,.0f} records/s")
+    for kind, (seconds, _) in runs.items():
+        label = {"count": "count() compiled to Spark's", "reduce": "reduce() collect + fold"}
+        print(f"  {label[kind]:<33} {n / seconds:>10,.0f} records/s  "
+              f"({own / seconds:.2f}x Spark's own)")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ machine. pyspark and pyarrow are imported only here (the ``spark`` extra).
 """
 
 from . import sinks as sinks
+from ._compile import UnsupportedTopologyError as UnsupportedTopologyError
 from .columns import ColumnMappingError as ColumnMappingError
 from .columns import Columns as Columns
-from ._compile import UnsupportedTopologyError as UnsupportedTopologyError
 from .distributed import DistributedRunner as DistributedRunner
 from .foreach_batch import BatchProgress as BatchProgress
 from .foreach_batch import ForeachBatchRunner as ForeachBatchRunner

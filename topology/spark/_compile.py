@@ -154,6 +154,7 @@ def compile_topology(topology: Topology) -> Plan:
             raise _refuse(node, proc, "until_time_limit has no Spark operator, and this "
                           "version has no batched transformWithState processor for it")
     window_node: GraphNode | None = None
+    window_proc: WindowedAggregateProcessor | None = None
     window_parents: list[GraphNode] = []
     to_streams: list[GraphNode] = []
     for node in topology.nodes:
@@ -162,7 +163,7 @@ def compile_topology(topology: Topology) -> Plan:
             if window_node is not None:
                 raise _refuse(node, proc, f"the runner compiles one stateful aggregation per "
                                           f"topology, and {window_node.name} is another")
-            window_node = node
+            window_node, window_proc = node, proc
             window_parents = list(node.parents)
             _check_window(node, proc, procs)
             to_streams = [g for c in node.children for g in c.children]
@@ -216,8 +217,8 @@ def compile_topology(topology: Topology) -> Plan:
                 sources[topic] = node.consumed
                 roots[topic] = [node]
     window = None
-    if window_node is not None:
-        window = _window_spec(window_node, procs[window_node.name], topology)
+    if window_node is not None and window_proc is not None:
+        window = _window_spec(window_node, window_proc, topology)
     direct = None
     if window is not None and window.count and len(window_parents) == 1:
         parent = window_parents[0]

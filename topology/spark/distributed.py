@@ -138,46 +138,47 @@ class DistributedRunner:
         window = self._plan.window
         assert window is not None
         native = [(t, p) for t in self._sources if (p := self._native(t)) is not None]
-        if native:
+        if native:  # Spark counts the key column itself: no Python per record
             topic, batch_plan = native[0]
-            df = self._sources[topic]
             roles = dict(zip(batch_plan.roles, batch_plan.selected, strict=True))
-            ts = _col(roles["timestamp"])
-            millis = ts if batch_plan.timestamp_unit == "millis" else F.unix_millis(ts)
-            rows = (df.where(_col(roles["key"]).isNotNull())
-                    .select(_col(roles["key"]).alias("k"), millis.alias("ts")))
-            if millis is ts:
-                rows = rows.where(F.col("ts") >= 0)  # a negative time is refused on decode
+            ts, key = _col(roles["timestamp"]), _col(roles["key"])
+            event = ts if batch_plan.timestamp_unit == "micros" else F.timestamp_millis(ts)
+            name = roles["timestamp"]
+            checked = (F.when(ts.isNull(), F.raise_error(F.lit(
+                f"column {name!r} (the timestamp) is null: every record needs a timestamp")))
+                .when(event < F.timestamp_millis(F.lit(0)), F.raise_error(F.lit(
+                    f"column {name!r} (the timestamp) is negative (before 1970)")))
+                .otherwise(event))
+            rows = (self._sources[topic].where(key.isNotNull())
+                    .select(key.alias("kb"), checked.alias("et")))
             consumed = self._plan.sources[topic]
             serde = None if consumed is None else consumed.key_serde
             key_mode: Any = (("serde", serde, topic) if "key" in batch_plan.binary
                              and serde is not None else "plain")
-            kb = F.col("k")
+            aggs = [F.unix_millis(F.max("et")).alias("ts"), F.lit(None).cast("binary")
+                    .alias("h"), F.count(F.lit(1)).alias("n")]
         else:
-            union = frames[0]
+            rows = frames[0]
             for other in frames[1:]:
-                union = union.unionByName(other)
-            rows = union.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
+                rows = rows.unionByName(other)
+            rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
+                    .withColumn("et", F.timestamp_millis(F.col("ts")))
+                    .withColumn("bt", F.current_timestamp()))
             key_mode = "pickle"
-            kb = F.col("kb")
-        rows = (rows.withColumn("kb", kb)
-                .withColumn("et", F.timestamp_millis(F.col("ts")))
-                .withWatermark("et", f"{window.grace_ms} milliseconds"))
-        if not native:
-            rows = rows.withColumn("bt", F.current_timestamp())
-        grouped = rows.groupBy(F.window("et", f"{window.size_ms} milliseconds",
-                                        f"{window.advance_ms} milliseconds"), "kb")
-        aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts")]
-        if native:
-            aggs.append(F.lit(None).cast("binary").alias("h"))
-        else:
-            aggs.append(F.max_by("h", F.struct("bt", "seq")).alias("h"))
-        if window.count:
-            aggs.append(F.count(F.lit(1)).alias("n"))
-        else:
-            aggs.append(F.collect_list(F.struct("bt", "seq", "v")).alias("vals"))
+            aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts"),
+                    F.max_by("h", F.struct("bt", "seq")).alias("h")]
+            if window.count:
+                aggs.append(F.count(F.lit(1)).alias("n"))
+            else:
+                aggs.append(F.collect_list(F.struct("bt", "seq", "v")).alias("vals"))
+        grouped = (rows.withWatermark("et", f"{window.grace_ms} milliseconds")
+                   .groupBy(F.window("et", f"{window.size_ms} milliseconds",
+                                     f"{window.advance_ms} milliseconds"), "kb"))
         out = grouped.agg(*aggs).select(F.unix_millis("window.start").alias("start"),
-                         F.unix_millis("window.end").alias("end"), "*").drop("window")
+                                        F.unix_millis("window.end").alias("end"), "*")
+        out = out.drop("window")
+        if native:
+            out = out.withColumn("k", F.col("kb"))
         # Spark's hopping windows start before 0 for the first records; a task's never do
         out = out.where(F.col("start") >= 0)
         return out, key_mode
