@@ -24,6 +24,7 @@ from suppress.entry import RecordContext
 
 from ..runtime.processor import Entry, InternalProcessor
 from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
+from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde
 from ..windows import Window, Windowed
 from ._compile import AGGREGATION, ChainSpec, WindowSpec
@@ -69,6 +70,13 @@ class Chain:
             proc.connect(entries)
         self._roots = {topic: [procs[i] for i in indices]
                        for topic, indices in spec.roots.items()}
+        self.exits: tuple[int, ...] | None = None
+        """For a post chain of ``to_stream()`` nodes straight into output topics: their
+        routes, so that window results skip the chain (the same records, fewer calls)."""
+        roots = [i for indices in spec.roots.values() for i in indices]
+        if all(isinstance(procs[i], ToStreamProcessor) and
+               all(not isinstance(kid, int) for kid in spec.nodes[i][2]) for i in roots):
+            self.exits = tuple(kid[1] for i in roots for kid in spec.nodes[i][2])
 
     def _exit(self, route: int, sink: str) -> Entry:
         out = self.out.append
@@ -177,12 +185,24 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
     else:
         values = [_fold(key, vals, window) for key, vals in
                   zip(keys, table.column("vals").to_pylist(), strict=True)]
+    windows: dict[int, Window] = {}
+    exits = post.exits
+    out: list[Out] = []
     for i in range(n):
-        if values[i] is None:
+        value = values[i]
+        if value is None:
             continue  # the aggregate was deleted: final results drop tombstones
-        ctx = RecordContext(times[i], -1, "", 0, headers[i])
-        post.feed_change(Windowed(keys[i], Window(starts[i], ends[i])), values[i], ctx)
-    return post.take()
+        win = windows.get(starts[i])
+        if win is None:
+            win = windows[starts[i]] = Window(starts[i], ends[i])
+        if exits is None:
+            ctx = RecordContext(times[i], -1, "", 0, headers[i])
+            post.feed_change(Windowed(keys[i], win), value, ctx)
+        else:
+            key = Windowed(keys[i], win)
+            for route in exits:
+                out.append((route, key, value, times[i], headers[i]))
+    return out if exits is not None else post.take()
 
 
 def _fold(key: Any, vals: list[dict[str, Any]], window: WindowSpec) -> Any:
