@@ -239,6 +239,16 @@ class SuppressProcessor:
         if self._bounded or self.is_due(self._min_time(), self.delay_ms, self.stream_time):
             self._enforce()
 
+    def advance(self, stream_time: int) -> None:
+        """Move stream time forward to ``stream_time`` without a record; emit what is due.
+
+        For a runtime whose clock also moves with records this processor does not see
+        (Spark's watermark, in the distributed runner). An earlier time changes nothing.
+        """
+        if stream_time > self.stream_time:
+            self.stream_time = stream_time
+            self._enforce()
+
     def _enforce(self) -> None:
         """Evict what is due by time, then apply the buffer-full strategy."""
         buffer = self.buffer

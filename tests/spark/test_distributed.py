@@ -11,6 +11,7 @@ import json
 import os
 import random
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,12 @@ from topology.spark import (
     UnsupportedTopologyError,
     sinks,
 )
+from topology.spark.distributed import ROCKSDB_PROVIDER
 
 from .helpers import Row, batches, kafka_table
 
 S, L = Serdes.string(), Serdes.long()
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 
 
 def final_counts() -> Topology:
@@ -207,12 +210,79 @@ def test_stateless_steps_a_reduce_and_a_branch_into_parquet_and_callable_sinks(
     assert [b for b, _ in calls] == sorted(b for b, _ in calls)
 
 
-# -- refused when the runner is built -----------------------------------------------------------
+# -- until_time_limit in batched transformWithState processors ---------------------------------
 
-def _time_limited_table() -> Topology:
+def rate_limited_levels() -> Topology:
     b = StreamsBuilder()
     (b.table("levels", Consumed(key_serde=S, value_serde=L))
      .suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .to_stream()
+     .map_values(lambda level: None if level is None else level * 10)
+     .to("levels-limited"))
+    return b.build()
+
+
+def level_rows(seed: int, n: int = 300) -> list[Row]:
+    rng = random.Random(seed)
+    rows: list[Row] = []
+    for ts in sorted(rng.randrange(1_000) for _ in range(n)):
+        key = f"sensor-{rng.randrange(12)}".encode()
+        value = None if rng.random() < 0.1 else L.serialize(rng.randrange(-50, 50))
+        rows.append(("levels", key, value, ts))
+    return rows
+
+
+@pytest.fixture
+def rocksdb_state(spark: Any) -> Iterator[Any]:
+    """The shared session with the RocksDB state store (transformWithState needs it)."""
+    before = spark.conf.get(PROVIDER, None)
+    spark.conf.set(PROVIDER, ROCKSDB_PROVIDER)
+    yield spark
+    if before is None:
+        spark.conf.unset(PROVIDER)
+    else:
+        spark.conf.set(PROVIDER, before)
+
+
+def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
+                                                    ) -> None:
+    data = level_rows(seed=4)
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
+    out = sinks.memory()
+    DistributedRunner(rate_limited_levels(),
+                      sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                      sinks={"levels-limited": out},
+                      checkpoint_dir=str(tmp_path / "chk")).run_available()
+    expected = driver_records(rate_limited_levels(), data, "levels-limited")
+    assert len(expected) > 20 and any(r.value is None for r in expected)
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+
+
+def test_a_time_limit_needs_the_rocksdb_state_store(spark: Any, tmp_path: Path) -> None:
+    if spark.conf.get(PROVIDER, None) == ROCKSDB_PROVIDER:
+        pytest.skip("the session already uses RocksDB")
+    write_parquet(tmp_path / "in", [kafka_table(level_rows(seed=1, n=3))])
+    with pytest.raises(ValueError, match="needs the RocksDB state store"):
+        DistributedRunner(rate_limited_levels(),
+                          sources={"levels": stream_of(spark, tmp_path / "in")},
+                          sinks={"levels-limited": sinks.memory()},
+                          checkpoint_dir=str(tmp_path / "chk"))
+
+
+# -- refused when the runner is built -----------------------------------------------------------
+
+def _time_limited_windows() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+     .count().suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .to_stream().to("out"))
+    return b.build()
+
+
+def _bounded_time_limit() -> Topology:
+    b = StreamsBuilder()
+    (b.table("levels")
+     .suppress(Suppressed.until_time_limit(50, BufferConfig.max_records(3)))
      .to_stream().to("out"))
     return b.build()
 
@@ -251,13 +321,14 @@ def _two_aggregations() -> Topology:
 
 
 @pytest.mark.parametrize(("topology", "node", "why"), [
-    (_time_limited_table, "KTABLE-SUPPRESS-0000000003", "until_time_limit"),
+    (_time_limited_windows, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
+    (_bounded_time_limit, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
     (_versioned_join, "KSTREAM-JOIN-0000000003", "stream-table join"),
     (_every_update, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
     (_bounded_final, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
     (_two_aggregations, "KSTREAM-AGGREGATE-0000000008", "one stateful aggregation"),
-], ids=["until-time-limit-table", "versioned-join", "every-update", "bounded-buffer",
-        "two-aggregations"])
+], ids=["time-limit-on-windows", "bounded-time-limit", "versioned-join", "every-update",
+        "bounded-buffer", "two-aggregations"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:
     with pytest.raises(UnsupportedTopologyError) as refused:

@@ -36,7 +36,8 @@ from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
 from ..topology import Topology
 
-__all__ = ("AGGREGATION", "ChainSpec", "Plan", "UnsupportedTopologyError", "WindowSpec",
+__all__ = ("AGGREGATION", "ChainSpec", "Plan", "TimeLimitSpec", "UnsupportedTopologyError",
+           "WindowSpec",
            "compile_topology", "groups_by_bytes")
 
 STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesProcessor,
@@ -91,6 +92,16 @@ class WindowSpec:
 
 
 @dataclass(frozen=True)
+class TimeLimitSpec:
+    """A table's ``suppress(until_time_limit(d, ...))``: run in a batched processor."""
+
+    name: str
+    delay_ms: int
+    key_serializer: Callable[[Any], bytes | None]
+    """The suppression's key bytes: its eviction order, and the bucket of a key."""
+
+
+@dataclass(frozen=True)
 class Plan:
     """A topology sorted into the parts the distributed runner runs."""
 
@@ -98,6 +109,7 @@ class Plan:
     """External source topic -> its ``Consumed`` (key and value serdes)."""
     pre: ChainSpec
     window: WindowSpec | None
+    limit: TimeLimitSpec | None
     post: ChainSpec
     topics: tuple[str, ...]
     """The output topics, indexed by route."""
@@ -148,25 +160,27 @@ def compile_topology(topology: Topology) -> Plan:
             return [readers[node.topics[0]]]
         return list(node.children)
 
-    for node in topology.nodes:  # the most specific refusal first
-        proc = procs[node.name]
-        if isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
-            raise _refuse(node, proc, "until_time_limit has no Spark operator, and this "
-                          "version has no batched transformWithState processor for it")
-    window_node: GraphNode | None = None
+    stateful: GraphNode | None = None
+    """The one stateful node: the windowed aggregation, or the table source of a time limit."""
     window_proc: WindowedAggregateProcessor | None = None
-    window_parents: list[GraphNode] = []
+    limit: TimeLimitSpec | None = None
     to_streams: list[GraphNode] = []
     for node in topology.nodes:
         proc = procs[node.name]
-        if isinstance(proc, WindowedAggregateProcessor):
-            if window_node is not None:
+        if isinstance(proc, WindowedAggregateProcessor) or (
+                isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
+            if stateful is not None:
                 raise _refuse(node, proc, f"the runner compiles one stateful aggregation per "
-                                          f"topology, and {window_node.name} is another")
-            window_node, window_proc = node, proc
-            window_parents = list(node.parents)
+                                          f"topology, and {stateful.name} is another")
+        if isinstance(proc, WindowedAggregateProcessor):
+            stateful, window_proc = node, proc
             _check_window(node, proc, procs)
             to_streams = [g for c in node.children for g in c.children]
+        elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
+            stateful = _check_time_limit(node, proc, procs)
+            limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer)
+            to_streams = list(node.children)
+    window_node = stateful if window_proc is not None else None
 
     def chain(roots: dict[str, list[GraphNode]], part: str) -> ChainSpec:
         index: dict[str, int] = {}
@@ -182,7 +196,7 @@ def compile_topology(topology: Topology) -> Plan:
             if node.kind not in ("source", "sink") and not isinstance(proc, STATELESS) and \
                     not (part == "post" and isinstance(proc, ToStreamProcessor)
                          and node in to_streams):
-                if node is window_node:
+                if node is stateful:
                     continue
                 if isinstance(proc, WindowedAggregateProcessor):
                     raise _refuse(node, proc, "only one windowed aggregation is compiled")
@@ -196,7 +210,7 @@ def compile_topology(topology: Topology) -> Plan:
             for child in children(node):
                 if child.kind == "sink" and child.topics[0] not in internal:
                     kids.append(("out", topics.index(child.topics[0]), child.name))
-                elif child is window_node:
+                elif child is stateful:
                     if part == "post":
                         raise _refuse(child, procs[child.name], "its input comes from "
                                       "another windowed aggregation")
@@ -220,14 +234,15 @@ def compile_topology(topology: Topology) -> Plan:
     if window_node is not None and window_proc is not None:
         window = _window_spec(window_node, window_proc, topology)
     direct = None
-    if window is not None and window.count and len(window_parents) == 1:
-        parent = window_parents[0]
+    if window is not None and window.count and window_node is not None and \
+            len(window_node.parents) == 1:
+        parent = window_node.parents[0]
         if parent.kind == "source" and not set(parent.topics) & internal and \
                 len(parent.topics) == 1 and parent.children == [window_node]:
             direct = parent.topics[0]
     pre = chain(roots, "pre")
     post = chain({"": to_streams}, "post") if to_streams else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, post, topics, direct)
+    return Plan(sources, pre, window, limit, post, topics, direct)
 
 
 def _reason(proc: Any) -> str:
@@ -270,6 +285,30 @@ def _check_window(node: GraphNode, proc: WindowedAggregateProcessor,
         if not isinstance(cproc, ToStreamProcessor):
             raise _refuse(child, cproc, "after the compiled suppression only to_stream() "
                           "is supported")
+
+
+def _check_time_limit(node: GraphNode, proc: SuppressNodeProcessor,
+                      procs: dict[str, Any]) -> GraphNode:
+    """A time limit is compiled right on a table source; return that table source node."""
+    from ..runtime.processors.stateless import TableSourceWithoutStore
+    from ..runtime.processors.table import TableSourceProcessor
+
+    config = proc.suppressed.buffer_config
+    parent = node.parents[0] if len(node.parents) == 1 else None
+    if parent is None or not isinstance(procs[parent.name], TableSourceProcessor
+                                        | TableSourceWithoutStore) or \
+            parent.children != [node] or parent.parents[0].children != [parent]:
+        raise _refuse(node, proc, "until_time_limit is compiled only right on a table source "
+                      "(b.table(topic).suppress(...)) that nothing else reads")
+    if config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK:
+        raise _refuse(node, proc, f"a bounded buffer ({config.strategy.name.lower()} when "
+                      f"full) has no distributed equivalent: the buffer is split by key over "
+                      f"Spark's tasks (use BufferConfig.unbounded())")
+    for child in node.children:
+        if not isinstance(procs[child.name], ToStreamProcessor):
+            raise _refuse(child, procs[child.name], "after a compiled suppression only "
+                          "to_stream() is supported")
+    return parent
 
 
 def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor,

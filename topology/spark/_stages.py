@@ -34,8 +34,11 @@ __all__ = ("FRAME", "Chain", "frame", "pre_stage", "records_of_frame", "window_r
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
-                   ("seq", pa.int64())])
-"""The record frame: the Arrow layout of records between the runner's operators."""
+                   ("seq", pa.int64()), ("st", pa.int64())])
+"""The record frame: the Arrow layout of records between the runner's operators.
+
+``st`` is, for a record reaching the stateful node, the largest timestamp of the records
+that reached it before in the same partition of the micro-batch (-1 for none)."""
 
 Out = tuple[int, Any, Any, int, tuple[tuple[str, bytes | None], ...]]
 """A record leaving a chain: ``(route, key, value, timestamp, headers)``."""
@@ -114,13 +117,24 @@ class Chain:
 
 
 def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
-          first_seq: int) -> pa.RecordBatch:
-    """Records as a record-frame batch; ``kb`` (by ``key_bytes``) for the aggregation's."""
+          first_seq: int, seen: int = -1) -> tuple[pa.RecordBatch, int]:
+    """Records as a record-frame batch, and the largest stateful-input timestamp seen.
+
+    ``kb`` (by ``key_bytes``) and ``st`` are for the records routed to the stateful node;
+    ``seen``: the largest timestamp routed there before these records.
+    """
     kb: list[bytes | None] = []
-    for route, key, *_ in records:
-        kb.append(None if route != AGGREGATION or key is None or key_bytes is None
-                  else key_bytes(key))
-    return pa.RecordBatch.from_arrays([
+    st: list[int] = []
+    for route, key, _, ts, _ in records:
+        if route != AGGREGATION:
+            kb.append(None)
+            st.append(-1)
+            continue
+        kb.append(None if key is None or key_bytes is None else key_bytes(key))
+        st.append(seen)
+        if ts > seen:
+            seen = ts
+    batch = pa.RecordBatch.from_arrays([
         pa.array([r[0] for r in records], pa.int32()),
         pa.array([_dumps(r[1]) for r in records], pa.binary()),
         pa.array([_dumps(r[2]) for r in records], pa.binary()),
@@ -128,7 +142,9 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         pa.array([_dumps(r[4]) if r[4] else None for r in records], pa.binary()),
         pa.array(kb, pa.binary()),
         pa.array(range(first_seq, first_seq + len(records)), pa.int64()),
+        pa.array(st, pa.int64()),
     ], schema=FRAME)
+    return batch, seen
 
 
 def pre_stage(plan: BatchPlan, topic: str,
@@ -144,11 +160,13 @@ def pre_stage(plan: BatchPlan, topic: str,
         seq = (0 if context is None else context.partitionId()) << 40
         chain = Chain(spec)
         topics = frozenset([topic])
+        seen = -1
         for batch in batches:
             for name, records in plan.decode(pa.Table.from_batches([batch]), topics, serdes):
                 chain.feed(name, records)
             out = chain.take()
-            yield frame(out, key_bytes, seq)
+            framed, seen = frame(out, key_bytes, seq, seen)
+            yield framed
             seq += len(out)
 
     return run

@@ -95,6 +95,8 @@ class DistributedRunner:
                              for topic, df in sources.items()}
         self._sources = sources
         self._query: Any = None
+        if compiled.limit is not None:
+            _check_rocksdb(next(iter(sources.values())).sparkSession, compiled.limit.name)
 
     # -- building the query --------------------------------------------------------------------
 
@@ -116,8 +118,8 @@ class DistributedRunner:
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
-        window = self._plan.window
-        key_bytes = None if window is None else window.key_serializer
+        stateful = self._plan.window or self._plan.limit
+        key_bytes = None if stateful is None else stateful.key_serializer
         frames = []
         for topic, df in self._sources.items():
             if self._native(topic) is not None:
@@ -183,15 +185,41 @@ class DistributedRunner:
         out = out.where(F.col("start") >= 0)
         return out, key_mode
 
+    def _time_limited(self, frames: list[Any]) -> Any:
+        """The time-limited suppression in ``transformWithStateInPandas``, keys in buckets."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        from ._time_limit import BUCKETS, TimeLimitProcessor
+
+        limit = self._plan.limit
+        assert limit is not None
+        rows = frames[0]
+        for other in frames[1:]:
+            rows = rows.unionByName(other)
+        rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
+                .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)))
+                .withColumn("et", F.timestamp_millis(F.col("ts")))
+                .withColumn("bt", F.current_timestamp())
+                .withWatermark("et", "0 milliseconds"))
+        schema = StructType.fromJson(_spark_schema(FRAME))
+        return rows.groupBy("bucket").transformWithStateInPandas(
+            TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
+
     def _query_frame(self) -> tuple[Any, str, Any]:
         """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
         frames = self._frames()
         plan_ = self._plan
         direct_outputs = [f.where(f.route != AGGREGATION) for f in frames] \
             if any(route != AGGREGATION for route in _routes(plan_)) else []
-        if plan_.window is None:
+        if plan_.window is None and plan_.limit is None:
             union = direct_outputs[0]
             for other in direct_outputs[1:]:
+                union = union.unionByName(other)
+            return union, "records", None
+        if plan_.limit is not None:
+            union = self._time_limited(frames)
+            for other in direct_outputs:
                 union = union.unionByName(other)
             return union, "records", None
         aggregated, key_mode = self._aggregated(frames)
@@ -201,6 +229,7 @@ class DistributedRunner:
 
         schema = StructType.fromJson(_spark_schema(FRAME))
         window = plan_.window
+        assert window is not None
         post = plan_.post
 
         def post_stage(batches: Any) -> Any:
@@ -209,7 +238,7 @@ class DistributedRunner:
             chain = Chain(post)
             for batch in batches:
                 table = pa.Table.from_batches([batch])
-                yield frame(window_records(table, window, key_mode, chain), None, 0)
+                yield frame(window_records(table, window, key_mode, chain), None, 0)[0]
 
         union = aggregated.mapInArrow(post_stage, schema)
         for other in direct_outputs:
@@ -298,6 +327,22 @@ def _has_stateless(plan: Plan) -> bool:
 
     return any(not isinstance(factory(), ToStreamProcessor) for _, factory, _ in
                plan.post.nodes)
+
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+"""The state store that Spark's ``transformWithState`` needs."""
+
+
+def _check_rocksdb(spark: Any, node: str) -> None:
+    """Refuse a session whose state store ``transformWithState`` cannot use."""
+    key = "spark.sql.streaming.stateStore.providerClass"
+    provider = spark.conf.get(key, None)
+    if provider != ROCKSDB_PROVIDER:
+        raise ValueError(
+            f"{node} runs in Spark's transformWithState, which needs the RocksDB state store: "
+            f"set {key}={ROCKSDB_PROVIDER} on the session (spark.conf.set or "
+            f"local_session({key.replace('.', '_')}=...)) before building the runner; it "
+            f"is {provider}")
 
 
 def _col(name: str) -> Any:
