@@ -65,6 +65,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,8 @@ from topology import Consumed, Serdes, StreamsBuilder, TimeWindows, TopologyTest
 from topology.spark import DistributedRunner, ForeachBatchRunner, local_session  # noqa: E402
 
 SIZE, GRACE = 60_000, 2_000
+LIMIT = 1_000
+"""The time limit of the ``until_time_limit`` run (ms)."""
 MODES = ("in memory", "durable")
 """``in memory``: no ``state_dir``; ``durable``: a ``state_dir`` (RocksDB stores, commits)."""
 
@@ -107,6 +110,16 @@ def summed_topology() -> Any:
      .windowed_by(TimeWindows.of_size_and_grace(SIZE, GRACE))
      .reduce(lambda total, one: total + one)
      .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .to("counts"))
+    return b.build()
+
+
+def time_limited_topology() -> Any:
+    """The clicks as a table, each key's updates limited to one per second of event time."""
+    b = StreamsBuilder()
+    (b.table("clicks", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()))
+     .suppress(Suppressed.until_time_limit(LIMIT, BufferConfig.unbounded()))
      .to_stream()
      .to("counts"))
     return b.build()
@@ -200,9 +213,23 @@ def main() -> None:
             "count": distributed_run(spark, folder, work, "dist-count", topology()),
             "reduce": distributed_run(spark, folder, work, "dist-reduce", summed_topology()),
         }
+        # transformWithState needs the RocksDB state store: set for this last query only
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+                       "org.apache.spark.sql.execution.streaming.state."
+                       "RocksDBStateStoreProvider")
+        limited = distributed_run(spark, folder, work, "dist-limit", time_limited_topology())
+        with TopologyTestDriver(time_limited_topology()) as driver:
+            driver.create_input_topic("clicks").pipe_records(records)
+            limited_driver = driver.create_output_topic("counts").read_records_to_list()
+        assert Counter((r.key, r.value, r.timestamp) for r in limited[1]) == Counter(
+            (r.key, r.value, r.timestamp) for r in limited_driver), \
+            "the distributed runner (until_time_limit) differs from the driver"
+        distributed_runs["until_time_limit"] = limited
         own_set = sorted((r["key"], r["window"]["start"].timestamp() * 1000, r["count"])
                          for t in own_windows for r in t.to_pylist())
         for kind, (_, out) in distributed_runs.items():
+            if kind == "until_time_limit":
+                continue
             got = sorted((r.key.key, r.key.window.start, r.value) for r in out)
             assert got == own_set, f"the distributed runner ({kind}) differs from Spark's own"
         if args.distributed_only:
@@ -259,7 +286,8 @@ def print_distributed(n: int, args: Any, own: float, windows: int,
           f"same as Spark's own aggregation):")
     print(f"  Spark windowed count+watermark    {n / own:>10,.0f} records/s")
     for kind, (seconds, _) in runs.items():
-        label = {"count": "count() compiled to Spark's", "reduce": "reduce() collect + fold"}
+        label = {"count": "count() compiled to Spark's", "reduce": "reduce() collect + fold",
+                 "until_time_limit": "table until_time_limit (TWS)"}
         print(f"  {label[kind]:<33} {n / seconds:>10,.0f} records/s  "
               f"({own / seconds:.2f}x Spark's own)")
 

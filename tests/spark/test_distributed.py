@@ -247,7 +247,7 @@ def rocksdb_state(spark: Any) -> Iterator[Any]:
 def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
                                                     ) -> None:
     data = level_rows(seed=4)
-    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
     out = sinks.memory()
     DistributedRunner(rate_limited_levels(),
                       sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},

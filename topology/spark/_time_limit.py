@@ -9,7 +9,9 @@ state value (a pickle written and read only by this processor), read once and wr
 Inside a call the library's own :class:`~suppress.processor.SuppressProcessor` does the work,
 restored from the state value, on the records in arrival order. Its stream time is the
 task's, rebuilt: at the start of a micro-batch, Spark's watermark (the largest timestamp of
-the earlier micro-batches: the delay is 0); before each record, also the largest timestamp
+the earlier micro-batches: event times are shifted by 1 ms and the delay is 1 ms, so that
+Spark, which drops input at or below a watermark starting at 0, keeps a record at 0 or at
+the previous largest timestamp); before each record, also the largest timestamp
 that reached the suppression earlier in the same partition of the micro-batch (the ``st``
 column), so keys due before a record leave with the value they had then. Keys that become
 due without another record of their bucket leave through an event-time timer at their

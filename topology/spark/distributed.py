@@ -199,9 +199,12 @@ class DistributedRunner:
             rows = rows.unionByName(other)
         rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
                 .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)))
-                .withColumn("et", F.timestamp_millis(F.col("ts")))
+                # Spark drops input at or below the watermark, which starts at 0: event times
+                # are shifted by 1 ms, and the delay of 1 ms gives back the largest timestamp
+                # of the earlier micro-batches as the watermark
+                .withColumn("et", F.timestamp_millis(F.col("ts") + 1))
                 .withColumn("bt", F.current_timestamp())
-                .withWatermark("et", "0 milliseconds"))
+                .withWatermark("et", "1 millisecond"))
         schema = StructType.fromJson(_spark_schema(FRAME))
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
