@@ -19,7 +19,16 @@ timed from ``start()`` to the end of ``awaitTermination()``, after a warm-up que
   (``Consumed(Serdes.string(), Serdes.string())`` reading the binary columns, final results by
   ``until_window_closes``), a callable sink counting the records;
 - ``driver``: the same topology in ``TopologyTestDriver``, fed the same (decoded) records with
-  ``pipe_records``, no Spark: the engine alone.
+  ``pipe_records``, no Spark: the engine alone;
+- ``distributed``: ``DistributedRunner`` over the same files, three topologies: the same final
+  counts (compiled to Spark's own ``count``: the key column grouped as it is); the same
+  windows with ``map_values`` + ``reduce`` (Python functions: ``mapInArrow`` before, the
+  values collected in Spark's state and folded when the window closes); and the clicks as a
+  table rate-limited by ``until_time_limit(1 s)`` (batched ``transformWithStateInPandas``
+  processors, 8 key buckets, run last with the RocksDB state store, which
+  ``transformWithState`` needs). The two windowed runs are checked to emit exactly Spark's own
+  windows and counts, the time-limited one exactly the driver's records.
+  ``--distributed-only`` runs just these and Spark's own aggregation.
 
 Results printed as records/s and as ratios. The runner's output is checked to equal the driver's.
 Spark's count differs slightly by design: its watermark moves only between micro-batches, so
@@ -48,6 +57,21 @@ runner in memory / driver in memory    0.46x     0.48x     0.52x     0.48x     0
 runner durable / Spark's own                                         0.30x     0.37x
 runner durable / driver durable                                      0.73x     1.19x
 ==================================  ========  ========  ========  ========  ========
+
+DistributedRunner (``--distributed-only``; the same machine, load average 4 to 7; run 2 also
+with the time-limited table):
+
+=============================================  ==========  ==========
+records/s                                      run 1       run 2
+=============================================  ==========  ==========
+Spark windowed count + watermark                   47,730      35,202
+distributed count() (Spark's own count)            50,133      34,362
+distributed map_values + reduce()                  12,027       8,394
+distributed table until_time_limit (TWS)                        8,833
+count / Spark's own                                 1.05x       0.98x
+reduce / Spark's own                                0.25x       0.24x
+until_time_limit / Spark's own                                  0.25x
+=============================================  ==========  ==========
 
 Where the time goes: a micro-batch is moved to Python, then processed; ``foreachBatch`` calls
 are sequential, so the runner's time is about the transfer's plus the engine's (column-wise

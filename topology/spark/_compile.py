@@ -1,6 +1,6 @@
 """How the distributed runner reads a topology: which parts become which Spark operators.
 
-:func:`compile_topology` walks the built graph and sorts every node into one of three parts:
+:func:`compile_topology` walks the built graph and sorts every node into one of these parts:
 
 - **pre**: the stateless stream nodes between the sources and the first stateful node or an
   output topic (``filter``, ``map``, ``map_values``, ``flat_map``, ``flat_map_values``,
@@ -10,9 +10,12 @@
   ``suppress(until_window_closes(...))`` with an unbounded (or spilling) buffer, followed by
   ``to_stream()``. It becomes Spark's ``withWatermark`` + ``groupBy(window(...))``
   aggregation in append mode.
+- or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``
+  with an unbounded (or spilling) buffer, followed by ``to_stream()``: run in Spark's
+  ``transformWithStateInPandas`` by :mod:`topology.spark._time_limit`;
 - **post**: the stateless stream nodes after that ``to_stream()``, up to output topics.
 
-Everything else (tables, joins, unsuppressed or time-limited suppression, bounded buffers,
+Everything else (other tables, joins, unsuppressed windowed aggregations, bounded buffers,
 user processors, session or sliding windows, a second stateful node) is refused with a
 :class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
 """
@@ -138,8 +141,9 @@ def _what(node: GraphNode, processor: Any) -> str:
 def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyError:
     return UnsupportedTopologyError(
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
-        f"stateless stream steps and time-windowed count/reduce/aggregate with "
-        f"suppress(until_window_closes(unbounded)) + to_stream(); ForeachBatchRunner runs "
+        f"stateless stream steps, one time-windowed count/reduce/aggregate with "
+        f"suppress(until_window_closes(unbounded)) + to_stream(), or one table with "
+        f"suppress(until_time_limit(d, unbounded)) + to_stream(); ForeachBatchRunner runs "
         f"every topology")
 
 

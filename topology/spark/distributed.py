@@ -12,6 +12,10 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   ``count()`` is Spark's own ``count``; ``reduce``/``aggregate`` collect each window's values
   (with their arrival position) in Spark's state and fold them with the user's functions,
   in arrival order, when the window closes;
+- a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
+  in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
+  call handles a bucket's records of a micro-batch and its whole buffer is one state value
+  (:mod:`topology.spark._time_limit`); it needs the RocksDB state store;
 - what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
   output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`).
 
@@ -57,7 +61,8 @@ class DistributedRunner:
     :raises UnsupportedTopologyError: for a node it cannot run, naming it.
     :raises ColumnMappingError: for a mapping that does not fit a source's schema.
     :raises TypeError: for a topology that is not one, or a sink that is not callable.
-    :raises ValueError: for missing or unknown sources or sinks.
+    :raises ValueError: for missing or unknown sources or sinks, or a time limit on a
+        session without the RocksDB state store.
 
     Time is Spark's: one watermark for the query, the largest timestamp seen minus the
     grace period, moved between micro-batches (see the Spark page of the docs for how that
