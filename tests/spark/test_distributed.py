@@ -92,6 +92,17 @@ def page_lists() -> Topology:
     return b.build()
 
 
+def stateless_only() -> Topology:
+    """No state at all: one mapInArrow per source and the sinks."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+     .flat_map_values(lambda page: page.split("+"))
+     .filter_not(lambda user, page: page == "/c")
+     .map(lambda user, page: (page, len(user)))
+     .to("pages"))
+    return b.build()
+
+
 def click_rows(seed: int, n: int = 240) -> list[Row]:
     rng = random.Random(seed)
     users = [f"user-{i}" for i in range(5)]
@@ -144,7 +155,8 @@ def as_multiset(records: list[Any]) -> Counter[Any]:
 @pytest.mark.parametrize(("topology", "rows", "topics"), [
     (final_counts, click_rows, ["counts"]),
     (page_lists, click_rows, ["pages"]),
-], ids=["native-count", "aggregate-in-arrival-order"])
+    (stateless_only, click_rows, ["pages"]),
+], ids=["native-count", "aggregate-in-arrival-order", "stateless-only"])
 def test_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path, topology: Any,
                                                     rows: Any, topics: list[str]) -> None:
     data = rows(seed=11)

@@ -221,6 +221,8 @@ class DistributedRunner:
         direct_outputs = [f.where(f.route != AGGREGATION) for f in frames] \
             if any(route != AGGREGATION for route in _routes(plan_)) else []
         if plan_.window is None and plan_.limit is None:
+            if not direct_outputs:
+                raise ValueError("the topology writes no output topic: nothing to run")
             union = direct_outputs[0]
             for other in direct_outputs[1:]:
                 union = union.unionByName(other)
