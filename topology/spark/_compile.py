@@ -49,7 +49,8 @@ STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesPr
 """Processors that keep no state: run record by record on the executors."""
 
 AGGREGATION = -1
-"""The route of records that reach the windowed aggregation (others: output topic index)."""
+"""The route of records that reach the stateful node: the windowed aggregation or the
+time-limited table (others: the output topic's index)."""
 
 
 class UnsupportedTopologyError(TopologyError):
@@ -73,9 +74,6 @@ class ChainSpec:
     nodes: tuple[tuple[str, Callable[[], InternalProcessor], tuple[Any, ...]], ...]
     roots: dict[str, tuple[int, ...]]
     topics: tuple[str, ...]
-
-    def __bool__(self) -> bool:
-        return bool(self.nodes)
 
 
 @dataclass(frozen=True)
