@@ -58,20 +58,20 @@ runner durable / Spark's own                                         0.30x     0
 runner durable / driver durable                                      0.73x     1.19x
 ==================================  ========  ========  ========  ========  ========
 
-DistributedRunner (``--distributed-only``; the same machine, load average 4 to 7; run 2 also
-with the time-limited table):
+DistributedRunner (``--distributed-only``; the same machine, load average 4 to 7; runs 2 and 3
+also with the time-limited table):
 
-=============================================  ==========  ==========
-records/s                                      run 1       run 2
-=============================================  ==========  ==========
-Spark windowed count + watermark                   47,730      35,202
-distributed count() (Spark's own count)            50,133      34,362
-distributed map_values + reduce()                  12,027       8,394
-distributed table until_time_limit (TWS)                        8,833
-count / Spark's own                                 1.05x       0.98x
-reduce / Spark's own                                0.25x       0.24x
-until_time_limit / Spark's own                                  0.25x
-=============================================  ==========  ==========
+=============================================  ==========  ==========  ==========
+records/s                                      run 1       run 2       run 3
+=============================================  ==========  ==========  ==========
+Spark windowed count + watermark                   47,730      35,202      47,200
+distributed count() (Spark's own count)            50,133      34,362      45,203
+distributed map_values + reduce()                  12,027       8,394      10,861
+distributed table until_time_limit (TWS)                        8,833      11,541
+count / Spark's own                                 1.05x       0.98x       0.96x
+reduce / Spark's own                                0.25x       0.24x       0.23x
+until_time_limit / Spark's own                                  0.25x       0.24x
+=============================================  ==========  ==========  ==========
 
 Where the time goes: a micro-batch is moved to Python, then processed; ``foreachBatch`` calls
 are sequential, so the runner's time is about the transfer's plus the engine's (column-wise

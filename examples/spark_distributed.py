@@ -24,12 +24,9 @@ hour closed (10 minutes of grace), alerts above 5,000 EUR, written as Parquet.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-import logging
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +41,7 @@ from spark_pipeline import (  # noqa: E402
     MINUTE,
     build_topology,
     generate,
+    job_main,
     read_input,
     write_files,
 )
@@ -60,7 +58,6 @@ from topology import (  # noqa: E402
 from topology.spark import (  # noqa: E402
     DistributedRunner,
     UnsupportedTopologyError,
-    local_session,
     sinks,
 )
 
@@ -147,28 +144,7 @@ def driver_alerts(topology: Topology, records: list[tuple[str, bytes, bytes, int
 
 
 def main(argv: list[str] | None = None, spark: Any = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--state-dir", type=Path, default=None,
-                        help="where input, checkpoint and alerts go (default: a temporary "
-                             "directory removed at the end)")
-    parser.add_argument("--payments", type=int, default=150_000)
-    parser.add_argument("--files", type=int, default=FILES)
-    args = parser.parse_args(argv)
-    logging.getLogger("topology").setLevel(logging.ERROR)  # a warning per late payment
-    print("Starting Spark (local[2]) ...")
-    session = spark or local_session("payment-alerts-distributed")
-    try:
-        if args.state_dir is not None:
-            args.state_dir.mkdir(parents=True, exist_ok=True)
-            same = run(session, args.state_dir, args.payments, args.files)
-        else:
-            with tempfile.TemporaryDirectory(prefix="payment-alerts-") as work:
-                same = run(session, Path(work), args.payments, args.files)
-    finally:
-        if spark is None:
-            session.stop()
-    return 0 if same else 1
-
+    return job_main(argv, spark, run, "payment-alerts-distributed", __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -40,22 +40,10 @@ from topology.spark import (
 from topology.spark.distributed import ROCKSDB_PROVIDER
 
 from .helpers import Row, batches, kafka_table
+from .test_foreach_batch import final_counts
 
 S, L = Serdes.string(), Serdes.long()
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
-
-
-def final_counts() -> Topology:
-    """Spark's own path: the key column counted as it is."""
-    b = StreamsBuilder()
-    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
-     .group_by_key()
-     .windowed_by(TimeWindows.of_size_and_grace(100, 20))
-     .count()
-     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
-     .to_stream()
-     .to("counts"))
-    return b.build()
 
 
 def rekeyed_totals() -> Topology:
