@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
-.PHONY: example example-driver test test-slow lint bench bench-spark java clean
+.PHONY: example example-distributed example-driver test test-slow lint bench bench-spark java clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; Python 3.11 is required" >&2; exit 1; }
@@ -25,6 +25,9 @@ java:
 
 example: $(STAMP) java
 	$(PY) examples/spark_pipeline.py
+
+example-distributed: $(STAMP) java
+	$(PY) examples/spark_distributed.py
 
 example-driver: $(STAMP)
 	$(PY) examples/final_results.py

@@ -19,7 +19,16 @@ timed from ``start()`` to the end of ``awaitTermination()``, after a warm-up que
   (``Consumed(Serdes.string(), Serdes.string())`` reading the binary columns, final results by
   ``until_window_closes``), a callable sink counting the records;
 - ``driver``: the same topology in ``TopologyTestDriver``, fed the same (decoded) records with
-  ``pipe_records``, no Spark: the engine alone.
+  ``pipe_records``, no Spark: the engine alone;
+- ``distributed``: ``DistributedRunner`` over the same files, three topologies: the same final
+  counts (compiled to Spark's own ``count``: the key column grouped as it is); the same
+  windows with ``map_values`` + ``reduce`` (Python functions: ``mapInArrow`` before, the
+  values collected in Spark's state and folded when the window closes); and the clicks as a
+  table rate-limited by ``until_time_limit(1 s)`` (batched ``transformWithStateInPandas``
+  processors, 8 key buckets, run last with the RocksDB state store, which
+  ``transformWithState`` needs). The two windowed runs are checked to emit exactly Spark's own
+  windows and counts, the time-limited one exactly the driver's records.
+  ``--distributed-only`` runs just these and Spark's own aggregation.
 
 Results printed as records/s and as ratios. The runner's output is checked to equal the driver's.
 Spark's count differs slightly by design: its watermark moves only between micro-batches, so
@@ -49,6 +58,21 @@ runner durable / Spark's own                                         0.30x     0
 runner durable / driver durable                                      0.73x     1.19x
 ==================================  ========  ========  ========  ========  ========
 
+DistributedRunner (``--distributed-only``; the same machine, load average 4 to 7; runs 2 and 3
+also with the time-limited table):
+
+=============================================  ==========  ==========  ==========
+records/s                                      run 1       run 2       run 3
+=============================================  ==========  ==========  ==========
+Spark windowed count + watermark                   47,730      35,202      47,200
+distributed count() (Spark's own count)            50,133      34,362      45,203
+distributed map_values + reduce()                  12,027       8,394      10,861
+distributed table until_time_limit (TWS)                        8,833      11,541
+count / Spark's own                                 1.05x       0.98x       0.96x
+reduce / Spark's own                                0.25x       0.24x       0.23x
+until_time_limit / Spark's own                                  0.25x       0.24x
+=============================================  ==========  ==========  ==========
+
 Where the time goes: a micro-batch is moved to Python, then processed; ``foreachBatch`` calls
 are sequential, so the runner's time is about the transfer's plus the engine's (column-wise
 decoding of the string columns costs a few percent). The engine is the bound: in memory it
@@ -65,6 +89,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,9 +104,11 @@ from workloads import clicks  # noqa: E402
 
 from suppress import BufferConfig, Suppressed  # noqa: E402
 from topology import Consumed, Serdes, StreamsBuilder, TimeWindows, TopologyTestDriver  # noqa: E402
-from topology.spark import ForeachBatchRunner, local_session  # noqa: E402
+from topology.spark import DistributedRunner, ForeachBatchRunner, local_session  # noqa: E402
 
 SIZE, GRACE = 60_000, 2_000
+LIMIT = 1_000
+"""The time limit of the ``until_time_limit`` run (ms)."""
 MODES = ("in memory", "durable")
 """``in memory``: no ``state_dir``; ``durable``: a ``state_dir`` (RocksDB stores, commits)."""
 
@@ -96,6 +123,45 @@ def topology() -> Any:
      .to_stream()
      .to("counts"))
     return b.build()
+
+
+def summed_topology() -> Any:
+    """The same windows with ``reduce`` (a Python function): the collect-and-fold path."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()))
+     .map_values(lambda value: 1)
+     .group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(SIZE, GRACE))
+     .reduce(lambda total, one: total + one)
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .to("counts"))
+    return b.build()
+
+
+def time_limited_topology() -> Any:
+    """The clicks as a table, each key's updates limited to one per second of event time."""
+    b = StreamsBuilder()
+    (b.table("clicks", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()))
+     .suppress(Suppressed.until_time_limit(LIMIT, BufferConfig.unbounded()))
+     .to_stream()
+     .to("counts"))
+    return b.build()
+
+
+def distributed_run(spark: Any, folder: Path, work: Path, name: str, topo: Any
+                    ) -> tuple[float, list[Any]]:
+    """Seconds of a DistributedRunner's availableNow query over the files, and its output."""
+    schema = spark.read.parquet(str(folder)).schema
+    stream = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+              .parquet(str(folder)))
+    out: list[Any] = []
+    runner = DistributedRunner(topo, sources={"clicks": stream},
+                               sinks={"counts": lambda records, _: out.extend(records)},
+                               checkpoint_dir=str(work / f"chk-{name}"))
+    started = time.perf_counter()
+    runner.run_available()
+    return time.perf_counter() - started, out
 
 
 def write_files(records: list[tuple[str, Any, int]], folder: Path, files: int) -> None:
@@ -132,6 +198,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--distributed-only", action="store_true",
+                        help="only Spark's own aggregation and the DistributedRunner")
     args = parser.parse_args()
     logging.getLogger("topology").setLevel(logging.ERROR)  # one warning per late record
     n = args.records
@@ -152,17 +220,46 @@ def main() -> None:
             .groupBy(F.window("timestamp", "60 seconds"), F.col("key").cast("string"))
             .count().writeStream.outputMode("append").format("noop")))
 
-        transfer = timed_query(spark, folder, work, "transfer",
-                               lambda s: s.writeStream.foreachBatch(lambda df, _: df.toArrow()))
-        spark_windows: list[int] = []
+        transfer = 0.0 if args.distributed_only else timed_query(
+            spark, folder, work, "transfer",
+            lambda s: s.writeStream.foreachBatch(lambda df, _: df.toArrow()))
+        own_windows: list[Any] = []
 
         def spark_own(s: Any) -> Any:
             return (s.withWatermark("timestamp", "2 seconds")
                     .groupBy(F.window("timestamp", "60 seconds"), F.col("key").cast("string"))
                     .count().writeStream.outputMode("append")
-                    .foreachBatch(lambda df, _: spark_windows.append(df.count())))
+                    .foreachBatch(lambda df, _: own_windows.append(df.toArrow())))
 
         own = timed_query(spark, folder, work, "spark", spark_own)
+        spark_windows = [sum(t.num_rows for t in own_windows)]
+        distributed_runs = {
+            "count": distributed_run(spark, folder, work, "dist-count", topology()),
+            "reduce": distributed_run(spark, folder, work, "dist-reduce", summed_topology()),
+        }
+        # transformWithState needs the RocksDB state store: set for this last query only
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+                       "org.apache.spark.sql.execution.streaming.state."
+                       "RocksDBStateStoreProvider")
+        limited = distributed_run(spark, folder, work, "dist-limit", time_limited_topology())
+        with TopologyTestDriver(time_limited_topology()) as driver:
+            driver.create_input_topic("clicks").pipe_records(records)
+            limited_driver = driver.create_output_topic("counts").read_records_to_list()
+        assert Counter((r.key, r.value, r.timestamp) for r in limited[1]) == Counter(
+            (r.key, r.value, r.timestamp) for r in limited_driver), \
+            "the distributed runner (until_time_limit) differs from the driver"
+        distributed_runs["until_time_limit"] = limited
+        own_set = sorted((r["key"], r["window"]["start"].timestamp() * 1000, r["count"])
+                         for t in own_windows for r in t.to_pylist())
+        for kind, (_, out) in distributed_runs.items():
+            if kind == "until_time_limit":
+                continue
+            got = sorted((r.key.key, r.key.window.start, r.value) for r in out)
+            assert got == own_set, f"the distributed runner ({kind}) differs from Spark's own"
+        if args.distributed_only:
+            spark.stop()
+            print_distributed(n, args, own, sum(spark_windows), distributed_runs)
+            return
         runs: dict[str, tuple[float, list[Any], float]] = {}
         for mode in MODES:
             out: list[Any] = []
@@ -203,6 +300,20 @@ def main() -> None:
         print(f"runner ({mode}) / Spark's own aggregation: {runner / rate['spark']:.2f}x, "
               f"/ toArrow transfer: {runner / rate['transfer']:.2f}x, "
               f"/ driver alone ({mode}): {runner / rate[f'driver {mode}']:.2f}x")
+    print_distributed(n, args, own, sum(spark_windows), distributed_runs)
+
+
+def print_distributed(n: int, args: Any, own: float, windows: int,
+                      runs: dict[str, tuple[float, list[Any]]]) -> None:
+    """The DistributedRunner's rates beside Spark's own aggregation (same run)."""
+    print(f"DistributedRunner, {n:,} records in {args.files} files ({windows:,} windows, the "
+          f"same as Spark's own aggregation):")
+    print(f"  Spark windowed count+watermark    {n / own:>10,.0f} records/s")
+    for kind, (seconds, _) in runs.items():
+        label = {"count": "count() compiled to Spark's", "reduce": "reduce() collect + fold",
+                 "until_time_limit": "table until_time_limit (TWS)"}
+        print(f"  {label[kind]:<33} {n / seconds:>10,.0f} records/s  "
+              f"({own / seconds:.2f}x Spark's own)")
 
 
 if __name__ == "__main__":

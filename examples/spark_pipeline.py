@@ -222,7 +222,17 @@ def driver_alerts(topology: Topology, records: list[tuple[str, bytes, bytes, int
 
 
 def main(argv: list[str] | None = None, spark: Any = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return job_main(argv, spark, run, "payment-alerts", __doc__.splitlines()[0])
+
+
+def job_main(argv: list[str] | None, spark: Any, run_job: Any, app_name: str,
+             description: str) -> int:
+    """Parse the job's options, start Spark unless given, run ``run_job`` in its directory.
+
+    ``run_job(spark, work_dir, payments, files)`` returns whether the output matched the
+    driver's; the exit status is 0 if it did.
+    """
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="where input, checkpoint, state and alerts go (default: a "
                              "temporary directory removed at the end)")
@@ -233,19 +243,18 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
     # counts them instead
     logging.getLogger("topology").setLevel(logging.ERROR)
     print("Starting Spark (local[2]) ...")
-    session = spark or local_session("payment-alerts")
+    session = spark or local_session(app_name)
     try:
         if args.state_dir is not None:
             args.state_dir.mkdir(parents=True, exist_ok=True)
-            same = run(session, args.state_dir, args.payments, args.files)
+            same = run_job(session, args.state_dir, args.payments, args.files)
         else:
             with tempfile.TemporaryDirectory(prefix="payment-alerts-") as work:
-                same = run(session, Path(work), args.payments, args.files)
+                same = run_job(session, Path(work), args.payments, args.files)
     finally:
         if spark is None:
             session.stop()
     return 0 if same else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

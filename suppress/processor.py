@@ -240,10 +240,11 @@ class SuppressProcessor:
             self._enforce()
 
     def advance_stream_time(self, stream_time: int) -> None:
-        """Move stream time to ``stream_time`` (ms) without a record; emit what is due.
+        """Move stream time forward to ``stream_time`` (ms) without a record; emit what is due.
 
-        Used by idle close (``Suppressed.with_idle_close``); a time before the current
-        stream time changes nothing.
+        For a clock that also moves without records reaching this processor: idle close
+        (``Suppressed.with_idle_close``) and Spark's watermark in the distributed runner.
+        An earlier time changes nothing.
         """
         if stream_time > self.stream_time:
             self.stream_time = stream_time

@@ -27,10 +27,10 @@ SUPPRESS_PUBLIC = {
     "Suppressed", "BufferConfig", "BufferFullError", "BufferFullStrategy", "EagerBufferConfig",
     "StrictBufferConfig", "InvalidSuppressionError",
 }
-SPARK_PUBLIC = {"ForeachBatchRunner", "Columns", "sinks", "BatchProgress", "ColumnMappingError",
-                "local_session"}
-"""``topology.spark``: the names DESIGN.md fixes, the progress record, the mapping error and a
-local session with settings that suit one machine."""
+SPARK_PUBLIC = {"ForeachBatchRunner", "DistributedRunner", "Columns", "sinks", "BatchProgress",
+                "ColumnMappingError", "UnsupportedTopologyError", "local_session"}
+"""``topology.spark``: the names DESIGN.md fixes, the progress record, the mapping error, the
+distributed runner's refusal and a local session with settings that suit one machine."""
 SINKS_PUBLIC = {"memory", "parquet", "kafka_frame", "MemorySink", "ParquetSink",
                 "KafkaFrameSink", "Sink"}
 SPARK_ONLY = {"pyspark", "pyarrow", "pandas", "numpy"}

@@ -238,6 +238,16 @@ class _NamedSerde(Generic[T]):
     def __repr__(self) -> str:
         return f"Serde({self.name})"
 
+    def __reduce__(self) -> tuple[Callable[[str], _NamedSerde[Any]], tuple[str]]:
+        """Pickled by name: a copy (a Spark executor's) is the same built-in object."""
+        return _built_in, (self.name,)
+
+
+def _built_in(name: str) -> _NamedSerde[Any]:
+    """The built-in serde called ``name`` (``Serdes.<name>()``)."""
+    serde: _NamedSerde[Any] = getattr(Serdes, name)()
+    return serde
+
 
 _LONG_STRUCT = struct.Struct(">q")
 _PACK_LONG = _LONG_STRUCT.pack

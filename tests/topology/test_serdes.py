@@ -600,3 +600,13 @@ def test_a_max_bytes_suppression_measures_dict_values_without_a_serde() -> None:
 def test_a_max_bytes_suppression_refuses_values_it_cannot_measure() -> None:
     with pytest.raises(SerdeError, match="value serde"):
         bounded_suppression({1, 2})
+
+
+@pytest.mark.parametrize("name", ["string", "long", "integer", "double", "bytes", "json",
+                                  "pickle"])
+def test_built_in_serdes_pickle_as_themselves(name: str) -> None:
+    """A copy (a Spark executor's) is the same object, so identity fast paths still apply."""
+    import pickle
+
+    serde = getattr(Serdes, name)()
+    assert pickle.loads(pickle.dumps(serde)) is serde

@@ -22,7 +22,7 @@ from typing import Any
 from ..testing.driver import TopologyTestDriver
 from ..topology import Topology
 from .columns import Columns, plan
-from .sinks import ProducedSerdes, Sink, _RunnerSink
+from .sinks import Sink, checked_sinks, deliver
 
 __all__ = ("BatchProgress", "ForeachBatchRunner")
 
@@ -86,31 +86,9 @@ class ForeachBatchRunner:
                             f"got {type(topology).__name__}")
         if columns is not None and not isinstance(columns, Columns):
             raise TypeError(f"columns must be a Columns mapping or None, got {columns!r}")
-        sinks = dict(sinks or {})
-        ignored = frozenset([ignore_topics] if isinstance(ignore_topics, str)
-                            else ignore_topics)
+        sinks = checked_sinks(topology, sinks, ignore_topics)
         internal = topology.internal_topics
         outputs = topology.sink_topics - internal
-        for topic in sorted(set(sinks) | ignored):
-            if topic not in outputs:
-                raise ValueError(f"the topology writes no topic {topic!r}; it writes "
-                                 f"{sorted(outputs)}")
-        both = sorted(set(sinks) & ignored)
-        if both:
-            raise ValueError(f"topics {both} have a sink and are in ignore_topics: choose one")
-        missing = sorted(outputs - set(sinks) - ignored)
-        if missing:
-            raise ValueError(
-                f"output topics {missing} have no sink: give each one in sinks={{topic: "
-                f"sink}}, or list it in ignore_topics=[...] to drop its records")
-        for topic, sink in sinks.items():
-            if not callable(sink):
-                raise TypeError(f"the sink of topic {topic!r} must be callable as "
-                                f"sink(records, batch_id), got {sink!r}")
-        produced = _produced_serdes(topology)
-        for topic, sink in sinks.items():
-            if isinstance(sink, _RunnerSink):
-                sink._bind(topic, produced[topic])
         self.topology = topology
         self.columns = columns
         self._sinks = sinks
@@ -166,10 +144,8 @@ class ForeachBatchRunner:
                 records_out = output.read_records_to_list()
                 counts[topic] = len(records_out)
                 sink = self._sinks.get(topic)
-                if isinstance(sink, _RunnerSink):
-                    sink._write(records_out, batch_id, session)
-                elif sink is not None:
-                    sink(records_out, batch_id)
+                if sink is not None:
+                    deliver(sink, records_out, batch_id, session)
             self._driver.commit({BATCH_ID_META: str(batch_id).encode("ascii")})
         except BaseException as exc:
             self._broken = (
@@ -210,24 +186,3 @@ def _quoted(name: str) -> str:
     """A column name as Spark's ``col()`` reads it literally (dots, spaces, backticks)."""
     return "`" + name.replace("`", "``") + "`"
 
-
-def _produced_serdes(topology: Topology) -> dict[str, ProducedSerdes | None]:
-    """Per output topic, the ``Produced`` serdes of the sinks writing it.
-
-    ``None`` where two sinks write the topic with different serdes. The graph keeps a
-    sink's serdes only in its processor, so each sink's processor is built (not started) to
-    read them.
-    """
-    found: dict[str, ProducedSerdes | None] = {}
-    for node in topology.nodes:
-        if node.kind != "sink":
-            continue
-        processor = node.factory()
-        serdes: ProducedSerdes = (getattr(processor, "_key_serde", None),
-                                  getattr(processor, "_value_serde", None))
-        for topic in node.topics:
-            if topic in found and found[topic] != serdes:
-                found[topic] = None
-            else:
-                found.setdefault(topic, serdes)
-    return found

@@ -22,7 +22,7 @@ import os
 import shutil
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from ..serde import Serde, fallback_key_bytes, fallback_value_bytes, serializer_of
 from ..testing.topics import TestOutputTopic, TestRecord
+from ..topology import Topology
 from ..windows import Windowed
 
 __all__ = ("KafkaFrameSink", "MemorySink", "ParquetSink", "Sink", "kafka_frame", "memory",
@@ -286,3 +287,73 @@ def kafka_frame(fn: Callable[[Any, int], Any], key_serde: Serde[Any] | None = No
     ``df.write.format("kafka")...save()``.
     """
     return KafkaFrameSink(fn, key_serde, value_serde)
+
+
+# -- what the runners share --------------------------------------------------------------------
+
+def checked_sinks(topology: Topology, sinks: Mapping[str, Sink] | None,
+                  ignore_topics: Iterable[str] = ()) -> dict[str, Sink]:
+    """The sinks of a runner, checked against the topology's output topics and bound to them.
+
+    Every output topic needs a sink or a place in ``ignore_topics``, so that no record a
+    topology writes is dropped unless the caller said so; built-in sinks learn their topic
+    and its ``Produced`` serdes.
+
+    :raises TypeError: for a sink that is not callable.
+    :raises ValueError: for a sink of a topic the topology does not write, a topic both with
+        a sink and ignored, or an output topic with neither.
+    """
+    sinks = dict(sinks or {})
+    ignored = frozenset([ignore_topics] if isinstance(ignore_topics, str) else ignore_topics)
+    outputs = topology.sink_topics - topology.internal_topics
+    for topic in sorted(set(sinks) | ignored):
+        if topic not in outputs:
+            raise ValueError(f"the topology writes no topic {topic!r}; it writes "
+                             f"{sorted(outputs)}")
+    both = sorted(set(sinks) & ignored)
+    if both:
+        raise ValueError(f"topics {both} have a sink and are in ignore_topics: choose one")
+    missing = sorted(outputs - set(sinks) - ignored)
+    if missing:
+        raise ValueError(
+            f"output topics {missing} have no sink: give each one in sinks={{topic: "
+            f"sink}}, or list it in ignore_topics=[...] to drop its records")
+    for topic, sink in sinks.items():
+        if not callable(sink):
+            raise TypeError(f"the sink of topic {topic!r} must be callable as "
+                            f"sink(records, batch_id), got {sink!r}")
+    produced = _produced_serdes(topology)
+    for topic, sink in sinks.items():
+        if isinstance(sink, _RunnerSink):
+            sink._bind(topic, produced[topic])
+    return sinks
+
+
+def deliver(sink: Sink, records: list[TestRecord], batch_id: int, spark: Any) -> None:
+    """Hand one micro-batch's records of a topic to its sink (``spark``: the batch's session)."""
+    if isinstance(sink, _RunnerSink):
+        sink._write(records, batch_id, spark)
+    else:
+        sink(records, batch_id)
+
+
+def _produced_serdes(topology: Topology) -> dict[str, ProducedSerdes | None]:
+    """Per output topic, the ``Produced`` serdes of the sinks writing it.
+
+    ``None`` where two sinks write the topic with different serdes. The graph keeps a
+    sink's serdes only in its processor, so each sink's processor is built (not started) to
+    read them.
+    """
+    found: dict[str, ProducedSerdes | None] = {}
+    for node in topology.nodes:
+        if node.kind != "sink":
+            continue
+        processor = node.factory()
+        serdes: ProducedSerdes = (getattr(processor, "_key_serde", None),
+                                  getattr(processor, "_value_serde", None))
+        for topic in node.topics:
+            if topic in found and found[topic] != serdes:
+                found[topic] = None
+            else:
+                found.setdefault(topic, serdes)
+    return found

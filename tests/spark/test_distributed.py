@@ -1,0 +1,356 @@
+"""DistributedRunner on the shared local SparkSession: the driver's records, refusals, mappings.
+
+Each query reads a few small Parquet files (one micro-batch each, in timestamp order), so
+that once drained the sinks must hold the driver's output records (compared as multisets:
+Spark's order differs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from suppress import BufferConfig, Suppressed
+from topology import (
+    Consumed,
+    Materialized,
+    Serdes,
+    StreamsBuilder,
+    TimeWindows,
+    Topology,
+    TopologyTestDriver,
+    Windowed,
+)
+from topology.spark import (
+    ColumnMappingError,
+    Columns,
+    DistributedRunner,
+    UnsupportedTopologyError,
+    sinks,
+)
+from topology.spark.distributed import ROCKSDB_PROVIDER
+
+from .helpers import Row, batches, kafka_table
+from .test_foreach_batch import final_counts
+
+S, L = Serdes.string(), Serdes.long()
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+
+
+def rekeyed_totals() -> Topology:
+    """Stateless steps before and after a hopping-window reduce, and a side branch."""
+    b = StreamsBuilder()
+    payments = b.stream("payments", Consumed(key_serde=S, value_serde=Serdes.json()))
+    payments.filter(lambda k, p: p["amount"] > 900).map_values(lambda p: p["amount"]).to("big")
+    (payments
+     .filter(lambda k, p: p["currency"] != "JPY")
+     .map(lambda k, p: (p["account"], p["amount"]))
+     .group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(200, 30).advance_by(100))
+     .reduce(lambda total, amount: total + amount)
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .filter(lambda w, total: total > 500)
+     .map(lambda w, total: (w.key, (w.window.start, total)))
+     .to("totals"))
+    return b.build()
+
+
+def page_lists() -> Topology:
+    """aggregate() whose result depends on arrival order; flat_map_values and select_key."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+     .flat_map_values(lambda page: page.split("+"))
+     .select_key(lambda user, page: user[:6])
+     .group_by_key()
+     .windowed_by(TimeWindows.of_size_with_no_grace(150))
+     .aggregate(lambda: "", lambda user, page, pages: pages + page[-1])
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .to("pages"))
+    return b.build()
+
+
+def stateless_only() -> Topology:
+    """No state at all: one mapInArrow per source and the sinks."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+     .flat_map_values(lambda page: page.split("+"))
+     .filter_not(lambda user, page: page == "/c")
+     .map(lambda user, page: (page, len(user)))
+     .to("pages"))
+    return b.build()
+
+
+def click_rows(seed: int, n: int = 240) -> list[Row]:
+    rng = random.Random(seed)
+    users = [f"user-{i}" for i in range(5)]
+    pages = ["/a", "/b", "/c", "/a+/b"]
+    return [("clicks", rng.choice(users).encode(), rng.choice(pages).encode(), ts)
+            for ts in sorted(rng.randrange(1_500) for _ in range(n))]
+
+
+def payment_rows(seed: int, n: int = 240) -> list[Row]:
+    rng = random.Random(seed)
+    rows: list[Row] = []
+    for i, ts in enumerate(sorted(rng.randrange(2_000) for _ in range(n))):
+        payment = {"account": f"acct-{rng.randrange(4)}", "amount": rng.randrange(1, 1000),
+                   "currency": rng.choice(["EUR", "USD", "JPY"])}
+        rows.append(("payments", f"p{i}".encode(), json.dumps(payment).encode(), ts))
+    return rows
+
+
+def write_parquet(folder: Path, tables: list[pa.Table]) -> None:
+    """One file per table, renamed in whole, modification times in order (one batch each)."""
+    folder.mkdir()
+    for n, table in enumerate(tables):
+        staged = folder.parent / f".{folder.name}-{n}.parquet"
+        pq.write_table(table, staged)
+        os.utime(staged, (1_000_000 + n, 1_000_000 + n))
+        os.rename(staged, folder / f"part-{n}.parquet")
+
+
+def stream_of(spark: Any, folder: Path) -> Any:
+    schema = spark.read.parquet(str(folder)).schema
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(folder))
+
+
+def driver_records(topology: Topology, rows: list[Row], topic: str) -> list[Any]:
+    with TopologyTestDriver(topology) as driver:
+        inputs = {}
+        for name, key, value, ts in rows:
+            if name not in inputs:
+                inputs[name] = driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
+            inputs[name].pipe_input(key, value, timestamp=ts)
+        return driver.create_output_topic(topic).read_records_to_list()
+
+
+def as_multiset(records: list[Any]) -> Counter[Any]:
+    return Counter((r.key, r.value, r.timestamp, tuple(r.headers)) for r in records)
+
+
+# -- drained, the sinks hold the driver's records ----------------------------------------------
+
+@pytest.mark.parametrize(("topology", "rows", "topics"), [
+    (final_counts, click_rows, ["counts"]),
+    (page_lists, click_rows, ["pages"]),
+    (stateless_only, click_rows, ["pages"]),
+], ids=["native-count", "aggregate-in-arrival-order", "stateless-only"])
+def test_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path, topology: Any,
+                                                    rows: Any, topics: list[str]) -> None:
+    data = rows(seed=11)
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
+    topic = data[0][0]
+    out = {t: sinks.memory() for t in topics}
+    runner = DistributedRunner(topology(), sources={topic: stream_of(spark, tmp_path / "in")},
+                               sinks=out, checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    for t in topics:
+        expected = driver_records(topology(), data, t)
+        assert len(expected) > 5
+        assert as_multiset(out[t].read_records_to_list()) == as_multiset(expected), t
+
+
+def test_custom_columns_and_a_restart_on_the_checkpoint(spark: Any, tmp_path: Path) -> None:
+    """Typed columns (string key, epoch-ms bigint); a second run resumes, adding only new."""
+    data = click_rows(seed=5)
+    first, second = data[:120], data[120:]
+
+    def table(part: list[Row]) -> pa.Table:
+        return pa.table({"user": [r[1].decode() for r in part],
+                         "page": [r[2].decode() for r in part],
+                         "ms": pa.array([r[3] for r in part], pa.int64())})
+
+    folder = tmp_path / "in"
+    write_parquet(folder, [table(first)])
+    columns = Columns(key="user", value="page", timestamp="ms")
+    counts = sinks.memory()
+    DistributedRunner(final_counts(), sources={"clicks": stream_of(spark, folder)},
+                      sinks={"counts": counts}, checkpoint_dir=str(tmp_path / "chk"),
+                      columns=columns).run_available()
+    staged = tmp_path / ".late.parquet"
+    pq.write_table(table(second), staged)
+    os.utime(staged, (1_000_010, 1_000_010))
+    os.rename(staged, folder / "part-9.parquet")
+    DistributedRunner(final_counts(), sources={"clicks": stream_of(spark, folder)},
+                      sinks={"counts": counts}, checkpoint_dir=str(tmp_path / "chk"),
+                      columns=columns).run_available()
+    got = counts.read_records_to_list()
+    assert all(type(r.key) is Windowed and type(r.key.key) is str for r in got)
+    assert as_multiset(got) == as_multiset(driver_records(final_counts(), data, "counts"))
+
+
+def test_stateless_steps_a_reduce_and_a_branch_into_parquet_and_callable_sinks(
+        spark: Any, tmp_path: Path) -> None:
+    data = payment_rows(seed=3)
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
+    calls: list[tuple[int, list[Any]]] = []
+    runner = DistributedRunner(
+        rekeyed_totals(), sources={"payments": stream_of(spark, tmp_path / "in")},
+        sinks={"totals": sinks.parquet(tmp_path / "totals"),
+               "big": lambda records, batch_id: calls.append((batch_id, records))},
+        checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    written = spark.read.parquet(str(tmp_path / "totals")).toArrow().to_pylist()
+    expected = driver_records(rekeyed_totals(), data, "totals")
+    assert len(expected) > 5
+    assert Counter((r["key"], tuple(r["value"]), r["timestamp"].timestamp() * 1000)
+                   for r in written) == Counter((r.key, r.value, r.timestamp) for r in expected)
+    big = [r for _, records in calls for r in records]
+    assert as_multiset(big) == as_multiset(driver_records(rekeyed_totals(), data, "big"))
+    assert [b for b, _ in calls] == sorted(b for b, _ in calls)
+
+
+# -- until_time_limit in batched transformWithState processors ---------------------------------
+
+def rate_limited_levels() -> Topology:
+    b = StreamsBuilder()
+    (b.table("levels", Consumed(key_serde=S, value_serde=L))
+     .suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .to_stream()
+     .map_values(lambda level: None if level is None else level * 10)
+     .to("levels-limited"))
+    return b.build()
+
+
+def level_rows(seed: int, n: int = 300) -> list[Row]:
+    rng = random.Random(seed)
+    rows: list[Row] = []
+    for ts in sorted(rng.randrange(1_000) for _ in range(n)):
+        key = f"sensor-{rng.randrange(12)}".encode()
+        value = None if rng.random() < 0.1 else L.serialize(rng.randrange(-50, 50))
+        rows.append(("levels", key, value, ts))
+    return rows
+
+
+@pytest.fixture
+def rocksdb_state(spark: Any) -> Iterator[Any]:
+    """The shared session with the RocksDB state store (transformWithState needs it)."""
+    before = spark.conf.get(PROVIDER, None)
+    spark.conf.set(PROVIDER, ROCKSDB_PROVIDER)
+    yield spark
+    if before is None:
+        spark.conf.unset(PROVIDER)
+    else:
+        spark.conf.set(PROVIDER, before)
+
+
+def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
+                                                    ) -> None:
+    data = level_rows(seed=4)
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
+    out = sinks.memory()
+    DistributedRunner(rate_limited_levels(),
+                      sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                      sinks={"levels-limited": out},
+                      checkpoint_dir=str(tmp_path / "chk")).run_available()
+    expected = driver_records(rate_limited_levels(), data, "levels-limited")
+    assert len(expected) > 20 and any(r.value is None for r in expected)
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+
+
+def test_a_time_limit_needs_the_rocksdb_state_store(spark: Any, tmp_path: Path) -> None:
+    if spark.conf.get(PROVIDER, None) == ROCKSDB_PROVIDER:
+        pytest.skip("the session already uses RocksDB")
+    write_parquet(tmp_path / "in", [kafka_table(level_rows(seed=1, n=3))])
+    with pytest.raises(ValueError, match="needs the RocksDB state store"):
+        DistributedRunner(rate_limited_levels(),
+                          sources={"levels": stream_of(spark, tmp_path / "in")},
+                          sinks={"levels-limited": sinks.memory()},
+                          checkpoint_dir=str(tmp_path / "chk"))
+
+
+# -- refused when the runner is built -----------------------------------------------------------
+
+def _time_limited_windows() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+     .count().suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .to_stream().to("out"))
+    return b.build()
+
+
+def _bounded_time_limit() -> Topology:
+    b = StreamsBuilder()
+    (b.table("levels")
+     .suppress(Suppressed.until_time_limit(50, BufferConfig.max_records(3)))
+     .to_stream().to("out"))
+    return b.build()
+
+
+def _versioned_join() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    b.stream("payments").join(rates, lambda p, r: p).to("out")
+    return b.build()
+
+
+def _every_update() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+     .count().to_stream().to("out"))
+    return b.build()
+
+
+def _bounded_final() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+     .count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.max_records(5).shut_down_when_full()))
+     .to_stream().to("out"))
+    return b.build()
+
+
+def _two_aggregations() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+     .count().suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream().map(lambda w, n: (n, w.key)).group_by_key()
+     .windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
+    return b.build()
+
+
+@pytest.mark.parametrize(("topology", "node", "why"), [
+    (_time_limited_windows, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
+    (_bounded_time_limit, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
+    (_versioned_join, "KSTREAM-JOIN-0000000003", "stream-table join"),
+    (_every_update, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
+    (_bounded_final, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
+    (_two_aggregations, "KSTREAM-AGGREGATE-0000000008", "one stateful aggregation"),
+], ids=["time-limit-on-windows", "bounded-time-limit", "versioned-join", "every-update",
+        "bounded-buffer", "two-aggregations"])
+def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
+                                               tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedTopologyError) as refused:
+        DistributedRunner(topology(), sources={}, sinks={"out": sinks.memory()},
+                          checkpoint_dir=str(tmp_path))
+    assert node in str(refused.value)
+    assert why in str(refused.value)
+
+
+def test_a_bad_column_mapping_is_refused_before_any_query(spark: Any, tmp_path: Path) -> None:
+    write_parquet(tmp_path / "in", [kafka_table(click_rows(seed=1, n=3))])
+    with pytest.raises(ColumnMappingError, match="no column 'user'"):
+        DistributedRunner(final_counts(), sources={"clicks": stream_of(spark, tmp_path / "in")},
+                          sinks={"counts": sinks.memory()}, checkpoint_dir=str(tmp_path / "c"),
+                          columns=Columns(key="user"))
+    assert not (tmp_path / "c").exists()
+
+
+def test_sources_and_sinks_must_match_the_topology(spark: Any, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"missing \['clicks'\]"):
+        DistributedRunner(final_counts(), sources={}, sinks={"counts": sinks.memory()},
+                          checkpoint_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="have no sink"):
+        DistributedRunner(final_counts(), sources={"clicks": None}, sinks={},
+                          checkpoint_dir=str(tmp_path))

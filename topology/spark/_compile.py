@@ -1,0 +1,336 @@
+"""How the distributed runner reads a topology: which parts become which Spark operators.
+
+:func:`compile_topology` walks the built graph and sorts every node into one of these parts:
+
+- **pre**: the stateless stream nodes between the sources and the first stateful node or an
+  output topic (``filter``, ``map``, ``map_values``, ``flat_map``, ``flat_map_values``,
+  ``select_key``, ``peek``, ``merge``, repartitions). They run on the executors in
+  ``mapInArrow``, the user's functions called by the library's own processors.
+- **window**: one time-windowed ``count``/``reduce``/``aggregate`` whose only child is
+  ``suppress(until_window_closes(...))`` with an unbounded (or spilling) buffer, followed by
+  ``to_stream()``. It becomes Spark's ``withWatermark`` + ``groupBy(window(...))``
+  aggregation in append mode.
+- or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``
+  with an unbounded (or spilling) buffer, followed by ``to_stream()``: run in Spark's
+  ``transformWithStateInPandas`` by :mod:`topology.spark._time_limit`;
+- **post**: the stateless stream nodes after that ``to_stream()``, up to output topics.
+
+Everything else (other tables, joins, unsuppressed windowed aggregations, bounded buffers,
+user processors, session or sliding windows, a second stateful node) is refused with a
+:class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from suppress.config import BufferFullStrategy
+
+from ..errors import TopologyError
+from ..grouped import _count_add, _count_init
+from ..runtime.graph import GraphNode
+from ..runtime.processor import InternalProcessor
+from ..runtime.processors import stateless as sp
+from ..runtime.processors.aggregate import WindowedAggregateProcessor
+from ..runtime.processors.suppress import SuppressNodeProcessor
+from ..runtime.processors.table import ToStreamProcessor
+from ..serde import Serde, serializer_of
+from ..topology import Topology
+
+__all__ = ("AGGREGATION", "ChainSpec", "Plan", "TimeLimitSpec", "UnsupportedTopologyError",
+           "WindowSpec",
+           "compile_topology", "groups_by_bytes")
+
+STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesProcessor,
+             sp.FlatMapProcessor, sp.FlatMapValuesProcessor, sp.SelectKeyProcessor,
+             sp.PeekProcessor)
+"""Processors that keep no state: run record by record on the executors."""
+
+AGGREGATION = -1
+"""The route of records that reach the stateful node: the windowed aggregation or the
+time-limited table (others: the output topic's index)."""
+
+
+class UnsupportedTopologyError(TopologyError):
+    """A topology (or a node of it) the distributed runner cannot run, raised when it is built.
+
+    The message names the node, what it is and why it cannot run on Spark's executors, and
+    what can (the :class:`~topology.spark.ForeachBatchRunner` runs every topology).
+    """
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """Stateless nodes run as one chain on an executor, in a form that pickles.
+
+    ``nodes[i] = (name, factory, children)``; a child is a node index, or ``("out", route,
+    node name)`` for a record leaving the chain: ``route`` is the index of an output topic
+    in ``topics``, or :data:`AGGREGATION`. ``roots`` maps each source topic (for the post
+    chain: ``""``) to the node indices that receive its records.
+    """
+
+    nodes: tuple[tuple[str, Callable[[], InternalProcessor], tuple[Any, ...]], ...]
+    roots: dict[str, tuple[int, ...]]
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """The windowed aggregation: window sizes, and how values are folded."""
+
+    name: str
+    size_ms: int
+    advance_ms: int
+    grace_ms: int
+    count: bool
+    """A plain ``count()``: Spark counts natively, no Python call per record."""
+    initializer: Callable[[], Any] | None
+    aggregator: Callable[[Any, Any, Any], Any]
+    key_serializer: Callable[[Any], bytes | None]
+    """The aggregation's key bytes (its store's): records are grouped by them, as in a task."""
+
+
+@dataclass(frozen=True)
+class TimeLimitSpec:
+    """A table's ``suppress(until_time_limit(d, ...))``: run in a batched processor."""
+
+    name: str
+    delay_ms: int
+    key_serializer: Callable[[Any], bytes | None]
+    """The suppression's key bytes: its eviction order, and the bucket of a key."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A topology sorted into the parts the distributed runner runs."""
+
+    sources: dict[str, Any]
+    """External source topic -> its ``Consumed`` (key and value serdes)."""
+    pre: ChainSpec
+    window: WindowSpec | None
+    limit: TimeLimitSpec | None
+    post: ChainSpec
+    topics: tuple[str, ...]
+    """The output topics, indexed by route."""
+    direct_window_topic: str | None
+    """The source topic feeding a ``count()`` directly, with no other node: Spark may count
+    its key column without any Python (when the column allows it)."""
+
+
+def _what(node: GraphNode, processor: Any) -> str:
+    kinds = {
+        "TableSourceProcessor": "a table source (b.table)",
+        "TableSourceWithoutStore": "a table source (b.table)",
+        "VersionedTableSourceProcessor": "a versioned table source",
+        "StreamTableJoinProcessor": "a stream-table join",
+        "UserProcessorAdapter": "a user processor (process)",
+        "StreamAggregateProcessor": "an aggregation without windows",
+        "TableAggregateProcessor": "a table aggregation",
+        "SuppressNodeProcessor": "a suppression",
+        "ToStreamProcessor": "to_stream()",
+        "WindowedAggregateProcessor": "a windowed aggregation",
+    }
+    name = type(processor).__name__
+    return f"{node.name} ({kinds.get(name, name)})"
+
+
+def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyError:
+    return UnsupportedTopologyError(
+        f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
+        f"stateless stream steps, one time-windowed count/reduce/aggregate with "
+        f"suppress(until_window_closes(unbounded)) + to_stream(), or one table with "
+        f"suppress(until_time_limit(d, unbounded)) + to_stream(); ForeachBatchRunner runs "
+        f"every topology")
+
+
+def compile_topology(topology: Topology) -> Plan:
+    """Sort ``topology``'s nodes into pre, window and post parts.
+
+    :raises UnsupportedTopologyError: naming the first node that cannot run distributed.
+    """
+    internal = topology.internal_topics
+    procs = {node.name: node.factory() for node in topology.nodes}
+    readers = {t: node for node in topology.nodes if node.kind == "source"
+               for t in node.topics if t in internal}
+    topics = tuple(sorted(t for n in topology.nodes if n.kind == "sink" for t in n.topics
+                          if t not in internal))
+
+    def children(node: GraphNode) -> list[GraphNode]:
+        if node.kind == "sink" and node.topics[0] in internal:
+            return [readers[node.topics[0]]]
+        return list(node.children)
+
+    stateful: GraphNode | None = None
+    """The one stateful node: the windowed aggregation, or the table source of a time limit."""
+    window_proc: WindowedAggregateProcessor | None = None
+    limit: TimeLimitSpec | None = None
+    to_streams: list[GraphNode] = []
+    for node in topology.nodes:
+        proc = procs[node.name]
+        if isinstance(proc, WindowedAggregateProcessor) or (
+                isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
+            if stateful is not None:
+                raise _refuse(node, proc, f"the runner compiles one stateful aggregation per "
+                                          f"topology, and {stateful.name} is another")
+        if isinstance(proc, WindowedAggregateProcessor):
+            stateful, window_proc = node, proc
+            _check_window(node, proc, procs)
+            to_streams = [g for c in node.children for g in c.children]
+        elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
+            stateful = _check_time_limit(node, proc, procs)
+            limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer)
+            to_streams = list(node.children)
+    window_node = stateful if window_proc is not None else None
+
+    def chain(roots: dict[str, list[GraphNode]], part: str) -> ChainSpec:
+        index: dict[str, int] = {}
+        order: list[GraphNode] = []
+        stack = [n for ns in roots.values() for n in ns]
+        while stack:
+            node = stack.pop()
+            if node.name in index:
+                continue
+            proc = procs[node.name]
+            if node.kind == "sink" and node.topics[0] not in internal:
+                continue
+            if node.kind not in ("source", "sink") and not isinstance(proc, STATELESS) and \
+                    not (part == "post" and isinstance(proc, ToStreamProcessor)
+                         and node in to_streams):
+                if node is stateful:
+                    continue
+                if isinstance(proc, WindowedAggregateProcessor):
+                    raise _refuse(node, proc, "only one windowed aggregation is compiled")
+                raise _refuse(node, proc, _reason(proc))
+            index[node.name] = len(order)
+            order.append(node)
+            stack.extend(children(node))
+        specs = []
+        for node in order:
+            kids: list[Any] = []
+            for child in children(node):
+                if child.kind == "sink" and child.topics[0] not in internal:
+                    kids.append(("out", topics.index(child.topics[0]), child.name))
+                elif child is stateful:
+                    if part == "post":
+                        raise _refuse(child, procs[child.name], "its input comes from "
+                                      "another windowed aggregation")
+                    kids.append(("out", AGGREGATION, child.name))
+                else:
+                    kids.append(index[child.name])
+            factory = sp.PassThrough if node.kind in ("source", "sink") else node.factory
+            specs.append((node.name, factory, tuple(kids)))
+        root_index = {topic: tuple(index[n.name] for n in ns if n.name in index)
+                      for topic, ns in roots.items()}
+        return ChainSpec(tuple(specs), root_index, topics)
+
+    sources: dict[str, Any] = {}
+    roots: dict[str, list[GraphNode]] = {}
+    for node in topology.nodes:
+        if node.kind == "source" and not set(node.topics) & internal:
+            for topic in node.topics:
+                sources[topic] = node.consumed
+                roots[topic] = [node]
+    window = None
+    if window_node is not None and window_proc is not None:
+        window = _window_spec(window_node, window_proc, topology)
+    direct = None
+    if window is not None and window.count and window_node is not None and \
+            len(window_node.parents) == 1:
+        parent = window_node.parents[0]
+        if parent.kind == "source" and not set(parent.topics) & internal and \
+                len(parent.topics) == 1 and parent.children == [window_node]:
+            direct = parent.topics[0]
+    pre = chain(roots, "pre")
+    post = chain({"": to_streams}, "post") if to_streams else ChainSpec((), {}, topics)
+    return Plan(sources, pre, window, limit, post, topics, direct)
+
+
+def _reason(proc: Any) -> str:
+    name = type(proc).__name__
+    if name in ("TableSourceProcessor", "TableSourceWithoutStore",
+                "VersionedTableSourceProcessor", "TableAggregateProcessor"):
+        return "tables keep per-key state that Spark's executors have no operator for here"
+    if name == "StreamTableJoinProcessor":
+        return "stream-table joins (versioned or not) need the table's state on the executors"
+    if name == "UserProcessorAdapter":
+        return "a user processor's stores and punctuations have no Spark equivalent"
+    if name == "StreamAggregateProcessor":
+        return ("an aggregation without windows emits every update; Spark's append mode "
+                "emits only final windows")
+    if isinstance(proc, SuppressNodeProcessor):
+        return "only suppress(until_window_closes(...)) right after a windowed aggregation " \
+               "is compiled (until_time_limit has no Spark operator)"
+    if isinstance(proc, ToStreamProcessor):
+        return "to_stream() is compiled only right after the compiled suppression"
+    return "it has no compiled form"
+
+
+def _check_window(node: GraphNode, proc: WindowedAggregateProcessor,
+                  procs: dict[str, Any]) -> None:
+    """The aggregation's one child must be final-results suppression, then to_stream()."""
+    if len(node.children) != 1 or not isinstance(procs[node.children[0].name],
+                                                 SuppressNodeProcessor):
+        raise _refuse(node, proc, "a windowed aggregation is compiled only when its one "
+                      "child is suppress(until_window_closes(...)): Spark's append mode "
+                      "emits final results, not every update")
+    suppress = node.children[0]
+    sproc = procs[suppress.name]
+    config = sproc.suppressed.buffer_config
+    if config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK:
+        raise _refuse(suppress, sproc, f"a bounded buffer ({config.strategy.name.lower()} "
+                      f"when full) has no Spark equivalent: Spark keeps every open window in "
+                      f"its state store (use BufferConfig.unbounded())")
+    for child in suppress.children:
+        cproc = procs[child.name]
+        if not isinstance(cproc, ToStreamProcessor):
+            raise _refuse(child, cproc, "after the compiled suppression only to_stream() "
+                          "is supported")
+
+
+def _check_time_limit(node: GraphNode, proc: SuppressNodeProcessor,
+                      procs: dict[str, Any]) -> GraphNode:
+    """A time limit is compiled right on a table source; return that table source node."""
+    from ..runtime.processors.stateless import TableSourceWithoutStore
+    from ..runtime.processors.table import TableSourceProcessor
+
+    config = proc.suppressed.buffer_config
+    parent = node.parents[0] if len(node.parents) == 1 else None
+    if parent is None or not isinstance(procs[parent.name], TableSourceProcessor
+                                        | TableSourceWithoutStore) or \
+            parent.children != [node] or parent.parents[0].children != [parent]:
+        raise _refuse(node, proc, "until_time_limit is compiled only right on a table source "
+                      "(b.table(topic).suppress(...)) that nothing else reads")
+    if config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK:
+        raise _refuse(node, proc, f"a bounded buffer ({config.strategy.name.lower()} when "
+                      f"full) has no distributed equivalent: the buffer is split by key over "
+                      f"Spark's tasks (use BufferConfig.unbounded())")
+    for child in node.children:
+        if not isinstance(procs[child.name], ToStreamProcessor):
+            raise _refuse(child, procs[child.name], "after a compiled suppression only "
+                          "to_stream() is supported")
+    return parent
+
+
+def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor,
+                 topology: Topology) -> WindowSpec:
+    windows = proc._windows
+    store = next(s for s in topology.stores if s.name == proc._store_name).factory()
+    key_ser: Callable[[Any], bytes | None] = getattr(store, "_key_bytes", serializer_of(None))
+    count = proc._initializer is _count_init and proc._aggregator is _count_add
+    return WindowSpec(node.name, windows.size_ms, windows.advance_ms, windows.grace_ms, count,
+                      proc._initializer, proc._aggregator, key_ser)
+
+
+
+def groups_by_bytes(serde: Serde[Any] | None) -> bool:
+    """Whether a binary key column read by ``serde`` can be grouped by its raw bytes.
+
+    For these serdes the bytes are equal exactly when the decoded keys are, so Spark may
+    group by the column itself and decode only the keys of the emitted windows.
+    """
+    from ..serde import Serdes
+
+    return serde is None or any(serde is s for s in (Serdes.string(), Serdes.bytes(),
+                                                     Serdes.long(), Serdes.integer()))

@@ -1,0 +1,245 @@
+"""What the distributed runner runs inside Spark: stateless chains and window results, on Arrow.
+
+Between its Spark operators the runner moves records in one Arrow layout, the *record
+frame* (:data:`FRAME`): ``route`` (an output topic's index, or the aggregation), the key and
+value as pickles of the objects the topology produced, the timestamp in ms, the headers
+(a pickle, null for none), the aggregation's key bytes ``kb`` (null elsewhere) and ``seq``,
+the record's position in its partition's micro-batch. The pickles are written and read only
+by the runner's own operators within one query, never taken from a topic.
+
+:class:`Chain` runs stateless nodes with the library's own processors (the same code, and
+errors, as a task); :func:`window_records` turns the rows Spark's aggregation emits into the
+records the suppression would emit, then through the post chain.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from suppress.entry import RecordContext
+
+from ..runtime.processor import Entry, InternalProcessor
+from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
+from ..runtime.processors.table import ToStreamProcessor
+from ..serde import Serde
+from ..windows import Window, Windowed
+from ._compile import AGGREGATION, ChainSpec, WindowSpec
+from .columns import BatchPlan, _decode
+
+__all__ = ("FRAME", "Chain", "frame", "pre_stage", "records_of_frame", "window_records")
+
+FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
+                   ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
+                   ("seq", pa.int64()), ("st", pa.int64())])
+"""The record frame: the Arrow layout of records between the runner's operators.
+
+``st`` is, for a record reaching the stateful node, the largest timestamp of the records
+that reached it before in the same partition of the micro-batch (-1 for none)."""
+
+Out = tuple[int, Any, Any, int, tuple[tuple[str, bytes | None], ...]]
+"""A record leaving a chain: ``(route, key, value, timestamp, headers)``."""
+
+_dumps = pickle.dumps
+_loads = pickle.loads
+
+
+class Chain:
+    """Stateless nodes wired as in a task; records leave through their routes.
+
+    Built from a :class:`~topology.spark._compile.ChainSpec` on the executor (fresh
+    processors per partition, so nothing is shared between tasks).
+    """
+
+    def __init__(self, spec: ChainSpec) -> None:
+        self.out: list[Out] = []
+        procs: list[InternalProcessor] = []
+        for name, factory, _ in spec.nodes:
+            proc = factory()
+            proc.name = name
+            procs.append(proc)
+        for proc, (_, _, kids) in zip(procs, spec.nodes, strict=True):
+            entries = []
+            for kid in kids:
+                if isinstance(kid, int):
+                    child = procs[kid]
+                    entries.append(Entry(child.record_entry(), child.change_entry(),
+                                         child.stale_entry()))
+                else:
+                    entries.append(self._exit(kid[1], kid[2]))
+            proc.connect(entries)
+        self._roots = {topic: [procs[i] for i in indices]
+                       for topic, indices in spec.roots.items()}
+        self.exits: tuple[int, ...] | None = None
+        """For a post chain of ``to_stream()`` nodes straight into output topics: their
+        routes, so that window results skip the chain (the same records, fewer calls)."""
+        roots = [i for indices in spec.roots.values() for i in indices]
+        if all(isinstance(procs[i], ToStreamProcessor) and
+               all(not isinstance(kid, int) for kid in spec.nodes[i][2]) for i in roots):
+            self.exits = tuple(kid[1] for i in roots for kid in spec.nodes[i][2])
+
+    def _exit(self, route: int, sink: str) -> Entry:
+        out = self.out.append
+
+        def record(key: Any, value: Any, ctx: RecordContext) -> None:
+            ts = ctx[0]
+            if route != AGGREGATION and (type(ts) is not int or not 0 <= ts <= LONG_MAX):
+                raise invalid_timestamp(sink, ts)
+            out((route, key, value, ts, ctx[4]))
+
+        def change(key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+            record(key, new, ctx)
+
+        return Entry(record, change, change)
+
+    def feed(self, topic: str, records: list[tuple[Any, ...]]) -> None:
+        """Pass ``(key, value, timestamp[, headers])`` records of ``topic`` through the chain."""
+        roots = [p.record_entry() for p in self._roots.get(topic, ())]
+        for record in records:
+            ctx = RecordContext(record[2], -1, topic, 0, record[3] if len(record) > 3 else ())
+            for entry in roots:
+                entry(record[0], record[1], ctx)
+
+    def feed_change(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Pass one table update (new ``value``, no old one) to the roots' change entries."""
+        for roots in self._roots.values():
+            for proc in roots:
+                proc.change_entry()(key, value, None, ctx)
+
+    def take(self) -> list[Out]:
+        """The records that left the chain since the last call."""
+        out = list(self.out)
+        self.out.clear()
+        return out
+
+
+def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
+          first_seq: int, seen: int = -1) -> tuple[pa.RecordBatch, int]:
+    """Records as a record-frame batch, and the largest stateful-input timestamp seen.
+
+    ``kb`` (by ``key_bytes``) and ``st`` are for the records routed to the stateful node;
+    ``seen``: the largest timestamp routed there before these records.
+    """
+    kb: list[bytes | None] = []
+    st: list[int] = []
+    for route, key, _, ts, _ in records:
+        if route != AGGREGATION:
+            kb.append(None)
+            st.append(-1)
+            continue
+        kb.append(None if key is None or key_bytes is None else key_bytes(key))
+        st.append(seen)
+        if ts > seen:
+            seen = ts
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([r[0] for r in records], pa.int32()),
+        pa.array([_dumps(r[1]) for r in records], pa.binary()),
+        pa.array([_dumps(r[2]) for r in records], pa.binary()),
+        pa.array([r[3] for r in records], pa.int64()),
+        pa.array([_dumps(r[4]) if r[4] else None for r in records], pa.binary()),
+        pa.array(kb, pa.binary()),
+        pa.array(range(first_seq, first_seq + len(records)), pa.int64()),
+        pa.array(st, pa.int64()),
+    ], schema=FRAME)
+    return batch, seen
+
+
+def pre_stage(plan: BatchPlan, topic: str,
+              serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]],
+              spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None
+              ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of one source: decode, run the pre chain, frame."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        seq = (0 if context is None else context.partitionId()) << 40
+        chain = Chain(spec)
+        topics = frozenset([topic])
+        seen = -1
+        for batch in batches:
+            for name, records in plan.decode(pa.Table.from_batches([batch]), topics, serdes):
+                chain.feed(name, records)
+            out = chain.take()
+            framed, seen = frame(out, key_bytes, seq, seen)
+            yield framed
+            seq += len(out)
+
+    return run
+
+
+def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
+                   post: Chain) -> list[Out]:
+    """The final results in Spark's aggregated rows, run through the post chain.
+
+    ``table`` has ``start``, ``end``, ``ts`` (ms), ``k``, ``h`` and ``n`` (a count) or
+    ``vals`` (a list of ``(bt, seq, v)``: each value with its batch time and position, so
+    values fold in arrival order). ``key_mode``: ``"pickle"`` (the record frame's ``k``),
+    ``("serde", serde, topic)`` (a binary key column read by the source's serde) or
+    ``"plain"`` (a column of another type). Windows come out by (end, key bytes), as a
+    task emits windows closing together.
+    """
+    n = table.num_rows
+    if n == 0:
+        return []
+    table = table.sort_by([("end", "ascending"), ("kb", "ascending")])
+    starts = table.column("start").to_pylist()
+    ends = table.column("end").to_pylist()
+    times = table.column("ts").to_pylist()
+    k = table.column("k").combine_chunks()
+    if key_mode == "pickle":
+        keys = [_loads(b) for b in k.to_pylist()]
+    elif key_mode == "plain":
+        keys = k.to_pylist()
+    else:
+        keys = _decode(k, key_mode[1], key_mode[2], "key")
+    headers = [() if h is None else _loads(h) for h in table.column("h").to_pylist()]
+    if window.count:
+        values = table.column("n").to_pylist()
+    else:
+        values = [_fold(key, vals, window) for key, vals in
+                  zip(keys, table.column("vals").to_pylist(), strict=True)]
+    windows: dict[int, Window] = {}
+    exits = post.exits
+    out: list[Out] = []
+    for i in range(n):
+        value = values[i]
+        if value is None:
+            continue  # the aggregate was deleted: final results drop tombstones
+        win = windows.get(starts[i])
+        if win is None:
+            win = windows[starts[i]] = Window(starts[i], ends[i])
+        if exits is None:
+            ctx = RecordContext(times[i], -1, "", 0, headers[i])
+            post.feed_change(Windowed(keys[i], win), value, ctx)
+        else:
+            key = Windowed(keys[i], win)
+            for route in exits:
+                out.append((route, key, value, times[i], headers[i]))
+    return out if exits is not None else post.take()
+
+
+def _fold(key: Any, vals: list[dict[str, Any]], window: WindowSpec) -> Any:
+    """Fold a window's values in arrival order, as the windowed aggregate does."""
+    vals.sort(key=lambda v: (v["bt"], v["seq"]))
+    initializer, aggregator = window.initializer, window.aggregator
+    agg: Any = None
+    for item in vals:
+        value = _loads(item["v"])
+        if agg is None:
+            agg = value if initializer is None else aggregator(key, value, initializer())
+        else:
+            agg = aggregator(key, value, agg)
+    return agg
+
+
+def records_of_frame(table: pa.Table) -> list[Out]:
+    """The records of a record-frame table (its ``kb`` and ``seq`` are not needed)."""
+    headers = [() if h is None else _loads(h) for h in table.column("h").to_pylist()]
+    return [(route, _loads(k), _loads(v), ts, h) for route, k, v, ts, h in zip(
+        table.column("route").to_pylist(), table.column("k").to_pylist(),
+        table.column("v").to_pylist(), table.column("ts").to_pylist(), headers, strict=True)]

@@ -1,0 +1,370 @@
+"""``DistributedRunner``: a topology compiled to Spark operators, run on the executors.
+
+The topology is read once (:mod:`topology.spark._compile`) and becomes one streaming query:
+
+- stateless stream steps (``filter``, ``map``, ``map_values``, ``flat_map``, ``select_key``,
+  ``peek``, ``merge``, ...) run in ``mapInArrow`` on the executors, a column batch at a time,
+  through the library's own processors (same code, same errors as the test driver);
+- a time-windowed ``count``/``reduce``/``aggregate`` with
+  ``suppress(until_window_closes(...))`` becomes ``withWatermark(ts, grace)`` +
+  ``groupBy(window(ts, size, advance), key)`` in append mode: Spark keeps the windows in its
+  checkpointed state store and emits each one once its end is at or below the watermark. A
+  ``count()`` is Spark's own ``count``; ``reduce``/``aggregate`` collect each window's values
+  (with their arrival position) in Spark's state and fold them with the user's functions,
+  in arrival order, when the window closes;
+- a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
+  in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
+  call handles a bucket's records of a micro-batch and its whole buffer is one state value
+  (:mod:`topology.spark._time_limit`); it needs the RocksDB state store;
+- what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
+  output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`).
+
+Anything else is refused when the runner is built, naming the node
+(:class:`~topology.spark.UnsupportedTopologyError`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+
+from ..testing.topics import TestRecord
+from ..topology import Topology
+from ._compile import AGGREGATION, Plan, compile_topology, groups_by_bytes
+from ._stages import FRAME, Chain, pre_stage, records_of_frame, window_records
+from .columns import BatchPlan, Columns, plan
+from .sinks import Sink, checked_sinks, deliver
+
+__all__ = ("DistributedRunner",)
+
+
+class DistributedRunner:
+    """Runs a topology as one Spark streaming query, its state in Spark's checkpoint.
+
+    :param topology: the topology, as built by ``StreamsBuilder.build()``.
+    :param sources: a streaming DataFrame for each source topic (``topic -> df``), each
+        holding that topic's records, in the columns ``columns`` names.
+    :param sinks: a sink for each output topic, as for
+        :class:`~topology.spark.ForeachBatchRunner` (``sinks.memory()``, ``sinks.parquet``,
+        ``sinks.kafka_frame``, or a callable ``sink(records, batch_id)``).
+    :param checkpoint_dir: the query's checkpoint (offsets and Spark's state store): a
+        later runner on the same directory resumes where this one stopped.
+    :param columns: the column mapping (:class:`~topology.spark.Columns`) of every source
+        DataFrame; ``None`` is Spark's Kafka source schema. The topic column is not read:
+        each DataFrame is its topic's.
+    :param ignore_topics: output topics whose records are dropped on purpose.
+    :raises UnsupportedTopologyError: for a node it cannot run, naming it.
+    :raises ColumnMappingError: for a mapping that does not fit a source's schema.
+    :raises TypeError: for a topology that is not one, or a sink that is not callable.
+    :raises ValueError: for missing or unknown sources or sinks, or a time limit on a
+        session without the RocksDB state store.
+
+    Time is Spark's: one watermark for the query, the largest timestamp seen minus the
+    grace period, moved between micro-batches (see the Spark page of the docs for how that
+    differs from a task's stream time). For input in timestamp order, once drained, the
+    sinks hold the records the test driver's output topics would, possibly in another order.
+    """
+
+    def __init__(self, topology: Topology, sources: Mapping[str, Any],
+                 sinks: Mapping[str, Sink] | None = None,
+                 checkpoint_dir: str | os.PathLike[str] | None = None,
+                 columns: Columns | None = None, *,
+                 ignore_topics: Iterable[str] = ()) -> None:
+        if not isinstance(topology, Topology):
+            raise TypeError(f"DistributedRunner needs a Topology (StreamsBuilder.build()), "
+                            f"got {type(topology).__name__}")
+        if columns is not None and not isinstance(columns, Columns):
+            raise TypeError(f"columns must be a Columns mapping or None, got {columns!r}")
+        if checkpoint_dir is None:
+            raise ValueError("DistributedRunner needs checkpoint_dir=...: Spark keeps the "
+                             "query's offsets and window state there")
+        compiled = compile_topology(topology)
+        sources = dict(sources)
+        missing = sorted(set(compiled.sources) - set(sources))
+        unknown = sorted(set(sources) - set(compiled.sources))
+        if missing or unknown:
+            raise ValueError(f"sources must give one streaming DataFrame per source topic "
+                             f"{sorted(compiled.sources)}: missing {missing}, unknown "
+                             f"{unknown}")
+        self.topology = topology
+        self.checkpoint_dir = str(checkpoint_dir)
+        self._plan = compiled
+        self._sinks = checked_sinks(topology, sinks, ignore_topics)
+        mapping = replace(columns or Columns(), topic=None)
+        self._batch_plans = {topic: plan(mapping, df.schema, [topic])
+                             for topic, df in sources.items()}
+        self._sources = sources
+        self._query: Any = None
+        if compiled.limit is not None:
+            _check_rocksdb(next(iter(sources.values())).sparkSession, compiled.limit.name)
+
+    # -- building the query --------------------------------------------------------------------
+
+    def _native(self, topic: str) -> BatchPlan | None:
+        """The plan of ``topic`` if Spark can count its key column directly, else ``None``."""
+        if topic != self._plan.direct_window_topic:
+            return None
+        batch_plan = self._batch_plans[topic]
+        if "key" not in batch_plan.roles or "headers" in batch_plan.roles:
+            return None
+        consumed = self._plan.sources[topic]
+        serde = None if consumed is None else consumed.key_serde
+        if "key" in batch_plan.binary and not groups_by_bytes(serde):
+            return None
+        return batch_plan
+
+    def _frames(self) -> list[Any]:
+        """Each source through its pre chain as a record frame (not for the native path)."""
+        from pyspark.sql.types import StructType
+
+        schema = StructType.fromJson(_spark_schema(FRAME))
+        stateful = self._plan.window or self._plan.limit
+        key_bytes = None if stateful is None else stateful.key_serializer
+        frames = []
+        for topic, df in self._sources.items():
+            if self._native(topic) is not None:
+                continue
+            batch_plan = self._batch_plans[topic]
+            consumed = self._plan.sources[topic]
+            serdes = {topic: (None, None) if consumed is None else
+                      (consumed.key_serde, consumed.value_serde)}
+            selected = df.select(*[_col(name) for name in batch_plan.selected])
+            frames.append(selected.mapInArrow(
+                pre_stage(batch_plan, topic, serdes, self._plan.pre, key_bytes), schema))
+        return frames
+
+    def _aggregated(self, frames: list[Any]) -> tuple[Any, Any]:
+        """Spark's windowed aggregation: the rows of closed windows, and how keys read."""
+        from pyspark.sql import functions as F
+
+        window = self._plan.window
+        assert window is not None
+        native = [(t, p) for t in self._sources if (p := self._native(t)) is not None]
+        if native:  # Spark counts the key column itself: no Python per record
+            topic, batch_plan = native[0]
+            roles = dict(zip(batch_plan.roles, batch_plan.selected, strict=True))
+            ts, key = _col(roles["timestamp"]), _col(roles["key"])
+            event = ts if batch_plan.timestamp_unit == "micros" else F.timestamp_millis(ts)
+            name = roles["timestamp"]
+            checked = (F.when(ts.isNull(), F.raise_error(F.lit(
+                f"column {name!r} (the timestamp) is null: every record needs a timestamp")))
+                .when(event < F.timestamp_millis(F.lit(0)), F.raise_error(F.lit(
+                    f"column {name!r} (the timestamp) is negative (before 1970)")))
+                .otherwise(event))
+            rows = (self._sources[topic].where(key.isNotNull())
+                    .select(key.alias("kb"), checked.alias("et")))
+            consumed = self._plan.sources[topic]
+            serde = None if consumed is None else consumed.key_serde
+            key_mode: Any = (("serde", serde, topic) if "key" in batch_plan.binary
+                             and serde is not None else "plain")
+            aggs = [F.unix_millis(F.max("et")).alias("ts"), F.lit(None).cast("binary")
+                    .alias("h"), F.count(F.lit(1)).alias("n")]
+        else:
+            rows = frames[0]
+            for other in frames[1:]:
+                rows = rows.unionByName(other)
+            rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
+                    .withColumn("et", F.timestamp_millis(F.col("ts")))
+                    .withColumn("bt", F.current_timestamp()))
+            key_mode = "pickle"
+            aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts"),
+                    F.max_by("h", F.struct("bt", "seq")).alias("h")]
+            if window.count:
+                aggs.append(F.count(F.lit(1)).alias("n"))
+            else:
+                aggs.append(F.collect_list(F.struct("bt", "seq", "v")).alias("vals"))
+        grouped = (rows.withWatermark("et", f"{window.grace_ms} milliseconds")
+                   .groupBy(F.window("et", f"{window.size_ms} milliseconds",
+                                     f"{window.advance_ms} milliseconds"), "kb"))
+        out = grouped.agg(*aggs).select(F.unix_millis("window.start").alias("start"),
+                                        F.unix_millis("window.end").alias("end"), "*")
+        out = out.drop("window")
+        if native:
+            out = out.withColumn("k", F.col("kb"))
+        # Spark's hopping windows start before 0 for the first records; a task's never do
+        out = out.where(F.col("start") >= 0)
+        return out, key_mode
+
+    def _time_limited(self, frames: list[Any]) -> Any:
+        """The time-limited suppression in ``transformWithStateInPandas``, keys in buckets."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        from ._time_limit import BUCKETS, TimeLimitProcessor
+
+        limit = self._plan.limit
+        assert limit is not None
+        rows = frames[0]
+        for other in frames[1:]:
+            rows = rows.unionByName(other)
+        rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
+                .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)))
+                # Spark drops input at or below the watermark, which starts at 0: event times
+                # are shifted by 1 ms, and the delay of 1 ms gives back the largest timestamp
+                # of the earlier micro-batches as the watermark
+                .withColumn("et", F.timestamp_millis(F.col("ts") + 1))
+                .withColumn("bt", F.current_timestamp())
+                .withWatermark("et", "1 millisecond"))
+        schema = StructType.fromJson(_spark_schema(FRAME))
+        return rows.groupBy("bucket").transformWithStateInPandas(
+            TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
+
+    def _query_frame(self) -> tuple[Any, str, Any]:
+        """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
+        frames = self._frames()
+        plan_ = self._plan
+        direct_outputs = [f.where(f.route != AGGREGATION) for f in frames] \
+            if any(route != AGGREGATION for route in _routes(plan_)) else []
+        if plan_.window is None and plan_.limit is None:
+            if not direct_outputs:
+                raise ValueError("the topology writes no output topic: nothing to run")
+            union = direct_outputs[0]
+            for other in direct_outputs[1:]:
+                union = union.unionByName(other)
+            return union, "records", None
+        if plan_.limit is not None:
+            union = self._time_limited(frames)
+            for other in direct_outputs:
+                union = union.unionByName(other)
+            return union, "records", None
+        aggregated, key_mode = self._aggregated(frames)
+        if not direct_outputs and not _has_stateless(plan_):
+            return aggregated, "windows", key_mode
+        from pyspark.sql.types import StructType
+
+        schema = StructType.fromJson(_spark_schema(FRAME))
+        window = plan_.window
+        assert window is not None
+        post = plan_.post
+
+        def post_stage(batches: Any) -> Any:
+            from ._stages import frame
+
+            chain = Chain(post)
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                yield frame(window_records(table, window, key_mode, chain), None, 0)[0]
+
+        union = aggregated.mapInArrow(post_stage, schema)
+        for other in direct_outputs:
+            union = union.unionByName(other)
+        return union, "records", None
+
+    def _writer(self) -> Any:
+        df, kind, key_mode = self._query_frame()
+        topics = self._plan.topics
+        sinks = self._sinks
+        window, post = self._plan.window, self._plan.post
+
+        def each_batch(batch_df: Any, batch_id: int) -> None:
+            table = batch_df.toArrow()
+            if kind == "windows":
+                assert window is not None
+                records = window_records(table, window, key_mode, Chain(post))
+            else:
+                records = records_of_frame(table)
+            per_topic: dict[int, list[TestRecord]] = {i: [] for i in range(len(topics))}
+            for route, key, value, ts, headers in records:
+                per_topic[route].append(TestRecord(key, value, ts, headers))
+            session = batch_df.sparkSession
+            for route, topic in enumerate(topics):
+                sink = sinks.get(topic)
+                if sink is not None:
+                    deliver(sink, per_topic[route], int(batch_id), session)
+
+        return (df.writeStream.foreachBatch(each_batch)
+                .option("checkpointLocation", self.checkpoint_dir))
+
+    # -- running -------------------------------------------------------------------------------
+
+    def start(self, **trigger: Any) -> Any:
+        """Start the query and return its ``StreamingQuery``.
+
+        ``trigger`` is passed to ``DataStreamWriter.trigger`` (``processingTime="10
+        seconds"``, ``availableNow=True``, ``once=True``); none: Spark's default, a
+        micro-batch as soon as the previous one ended.
+        """
+        writer = self._writer()
+        if trigger:
+            writer = writer.trigger(**trigger)
+        self._query = writer.start()
+        return self._query
+
+    def run_available(self) -> None:
+        """Process all input available now, then stop (``trigger(availableNow=True)``).
+
+        Spark runs a last micro-batch without data after the input, so every window the
+        final watermark closes is emitted. Errors of the query (a column that does not
+        decode, an error in user code) are raised here.
+        """
+        self.start(availableNow=True).awaitTermination()
+
+    @property
+    def query(self) -> Any:
+        """The last ``StreamingQuery`` started (``None`` before :meth:`start`)."""
+        return self._query
+
+    def stop(self) -> None:
+        """Stop the running query, if any."""
+        if self._query is not None and self._query.isActive:
+            self._query.stop()
+
+    def __enter__(self) -> DistributedRunner:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return (f"DistributedRunner(sources={sorted(self._sources)}, "
+                f"sinks={sorted(self._sinks)}, checkpoint_dir={self.checkpoint_dir!r})")
+
+
+def _routes(plan: Plan) -> set[int]:
+    """The routes the pre chain sends records to."""
+    return {kid[1] for _, _, kids in plan.pre.nodes for kid in kids if isinstance(kid, tuple)}
+
+
+def _has_stateless(plan: Plan) -> bool:
+    """Whether the post chain runs user code (more than to_stream() and sinks)."""
+    from ..runtime.processors.table import ToStreamProcessor
+
+    return any(not isinstance(factory(), ToStreamProcessor) for _, factory, _ in
+               plan.post.nodes)
+
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+"""The state store that Spark's ``transformWithState`` needs."""
+
+
+def _check_rocksdb(spark: Any, node: str) -> None:
+    """Refuse a session whose state store ``transformWithState`` cannot use."""
+    key = "spark.sql.streaming.stateStore.providerClass"
+    provider = spark.conf.get(key, None)
+    if provider != ROCKSDB_PROVIDER:
+        raise ValueError(
+            f"{node} runs in Spark's transformWithState, which needs the RocksDB state store: "
+            f"set {key}={ROCKSDB_PROVIDER} on the session (spark.conf.set or "
+            f"local_session({key.replace('.', '_')}=...)) before building the runner; it "
+            f"is {provider}")
+
+
+def _col(name: str) -> Any:
+    from pyspark.sql.functions import col
+
+    return col("`" + name.replace("`", "``") + "`")
+
+
+def _spark_schema(schema: pa.Schema) -> dict[str, Any]:
+    """The record frame's schema in Spark's JSON form."""
+    kinds = {pa.int32(): "integer", pa.int64(): "long", pa.binary(): "binary"}
+    return {"type": "struct", "fields": [
+        {"name": f.name, "type": kinds[f.type], "nullable": True, "metadata": {}}
+        for f in schema]}
+
