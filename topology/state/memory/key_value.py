@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
@@ -21,8 +21,8 @@ class InMemoryKeyValueStore:
     stores do; ``None`` bounds are open. Forward and backward iteration give exactly reversed
     sequences.
 
-    Runtime complexity: get/put/delete O(1); the first range query after a write that added or
-    removed a key re-sorts the keys, O(n log n).
+    Runtime complexity: get/put/delete O(1); a range query O(log n + k) for k pairs, but the
+    first one after a write that added or removed a key re-sorts the keys, O(n log n).
 
     The ``*_with_timestamp`` and ``upsert`` methods are the runtime's (processors call them
     while records flow); the rest is the public key-value API, which raises
@@ -137,13 +137,13 @@ class InMemoryKeyValueStore:
 
     def _select(self, from_key: Any, to_key: Any) -> list[tuple[Any, Any]]:
         self._check_open()
-        lo = None if from_key is None else self._key_bytes(from_key)
-        hi = None if to_key is None else self._key_bytes(to_key)
+        lo = None if from_key is None else self._key_bytes(from_key) or b""
+        hi = None if to_key is None else self._key_bytes(to_key) or b""
+        order = self._sorted()
+        first = 0 if lo is None else bisect_left(order, lo, key=_first)
+        last = len(order) if hi is None else bisect_right(order, hi, first, key=_first)
         data = self._data
-        return [
-            (k, data[k][0]) for kb, k in self._sorted()
-            if (lo is None or kb >= lo) and (hi is None or kb <= hi)
-        ]
+        return [(k, data[k][0]) for _, k in order[first:last]]
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
         """``(key, value)`` pairs with ``from_key <= key <= to_key`` in key-bytes order.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,14 +27,20 @@ _new = tuple.__new__
 
 
 class _Sessions:
-    """The sessions of one key: ``(end, start)`` pairs in order, and their aggregates."""
+    """The sessions of one key: ``(end, start)`` pairs in order, and their aggregates.
 
-    __slots__ = ("aggs", "key", "times")
+    ``span`` is at least ``end - start`` of every session of the key (the largest ever
+    stored): a session starting at or before ``t`` ends at or before ``t + span``, which
+    bounds a search by start.
+    """
+
+    __slots__ = ("aggs", "key", "span", "times")
 
     def __init__(self, key: Any) -> None:
         self.key = key
         self.times: list[tuple[int, int]] = []
         self.aggs: list[Any] = []
+        self.span = 0
 
 
 class InMemorySessionStore:
@@ -55,9 +61,10 @@ class InMemorySessionStore:
 
     Runtime complexity: ``put``/``remove``/``fetch_session`` are a dict lookup and a bisect
     in the key's sessions, O(log s) plus O(s) list insertion for s sessions of the key (a new
-    key adds O(log n) to keep the keys in order); a single-key query is O(log s + k) for k
-    results, a key-range query O(log n + m) for the m sessions of the keys in the range.
-    Expired sessions are dropped a segment at a time, when the stream time leaves it.
+    key adds O(log n) to keep the keys in order); a single-key query is O(log s + k) for the
+    k sessions ending between ``earliest_session_end`` and ``latest_session_start`` plus the
+    key's longest session, a key-range query O(log n + m) for the m sessions of the keys in
+    the range. Expired sessions are dropped a segment at a time, when the stream time leaves it.
 
     >>> s = InMemorySessionStore("s", str.encode, retention_ms=1_000)
     >>> s.put(Windowed("a", Window(0, 5)), 2); s.put(Windowed("a", Window(20, 20)), 1)
@@ -174,6 +181,8 @@ class InMemorySessionStore:
         else:
             times.insert(i, at)
             entry.aggs.insert(i, aggregate)
+            if end - start > entry.span:
+                entry.span = end - start
         segment = end // self.segment_interval_ms
         keys = self._segments.get(segment)
         if keys is None:
@@ -261,18 +270,30 @@ class InMemorySessionStore:
         earliest = self._observed - self.retention_ms + 1
         if earliest_end is not None and earliest_end > earliest:
             earliest = earliest_end
+        times = entry.times
         if latest_start is None:
             latest_start = MAX_TIME
-        times = entry.times
+            stop = len(times)
+        else:  # no session starting by latest_start ends after latest_start + span
+            stop = bisect_right(times, (latest_start + entry.span, MAX_TIME))
         aggs = entry.aggs
         key = entry.key
         new = _new
         out = []
-        for i in range(bisect_left(times, (earliest, MIN_TIME)), len(times)):
+        for i in range(bisect_left(times, (earliest, MIN_TIME)), stop):
             end, start = times[i]
             if start <= latest_start:
                 out.append((new(Windowed, (key, new(Window, (start, end)))), aggs[i]))
         return out
+
+    def _find(self, args: tuple[Any, ...], method: str) -> list[tuple[Windowed, Any]]:
+        """The sessions of ``find_sessions(*args)``; one key with int times skips the parse."""
+        if len(args) == 3 and self.is_open:  # the checks of parse_find, inline
+            key, earliest, latest = args
+            if (key is not None and type(earliest) is int and type(latest) is int
+                    and MIN_TIME <= earliest <= MAX_TIME and MIN_TIME <= latest <= MAX_TIME):
+                return self._find_key(key, earliest, latest)
+        return self._select(parse_find(method, args))
 
     def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
         """Sessions ending at or after one time and starting at or before another.
@@ -288,19 +309,14 @@ class InMemorySessionStore:
         :raises TypeError: another number of arguments, a ``None`` single key, a time that
             is not an ``int`` or ``None``.
         """
-        if len(args) == 3 and self.is_open:  # the checks of parse_find, inline
-            key, earliest, latest = args
-            if (key is not None and type(earliest) is int and type(latest) is int
-                    and MIN_TIME <= earliest <= MAX_TIME and MIN_TIME <= latest <= MAX_TIME):
-                return iter(self._find_key(key, earliest, latest))
-        return iter(self._select(parse_find("find_sessions", args)))
+        return iter(self._find(args, "find_sessions"))
 
     def backward_find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
         """:meth:`find_sessions`, exactly reversed.
 
         :raises StoreClosedError: the store is closed.
         """
-        return reversed(self._select(parse_find("backward_find_sessions", args)))
+        return reversed(self._find(args, "backward_find_sessions"))
 
     def fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
         """``fetch(key)`` or ``fetch(key_from, key_to)``: every live session of the key(s).
@@ -360,6 +376,7 @@ class InMemorySessionStore:
             assert (self._key_bytes(entry.key) or b"") == kb, f"{kb!r}: the key moved"
             for (end, start), agg in zip(times, entry.aggs, strict=True):
                 assert start <= end, f"{kb!r}: session [{start}, {end}]"
+                assert end - start <= entry.span, f"{kb!r}: span {entry.span} too small"
                 assert agg is not None, f"{kb!r}: a stored None"
                 segment = end // interval
                 if segment >= self._live_segment:

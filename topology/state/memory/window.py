@@ -179,7 +179,11 @@ class InMemoryWindowStore:
         return out
 
     def _fetch_keys(self, query: WindowQuery) -> list[tuple[Windowed, Any]]:
-        """Windows of keys in the query's key range, by key bytes, then start."""
+        """Windows of keys in the query's key range, by key bytes, then start.
+
+        Reads every window of the time range (the store is bucketed by window start), then
+        sorts the matches: O(w + m log m) for w windows in the time range, m matches.
+        """
         ser = self._key_bytes
         lo = None if query.key_from is None else ser(query.key_from) or b""
         hi = None if query.key_to is None else ser(query.key_to) or b""
@@ -187,9 +191,12 @@ class InMemoryWindowStore:
             return []
         size = self.window_size_ms
         found = []
+        key_bytes: dict[Any, bytes] = {}  # each key serialized once, not once per window
         for start in self._starts.irange(query.time_from, query.time_to):
             for key, item in self._by_start[start].items():
-                kb = ser(key) or b""
+                kb = key_bytes.get(key)
+                if kb is None:
+                    kb = key_bytes[key] = ser(key) or b""
                 if (lo is None or kb >= lo) and (hi is None or kb <= hi):
                     found.append((kb, start, key, item[0]))
         found.sort(key=_key_then_start)

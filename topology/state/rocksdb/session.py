@@ -10,7 +10,9 @@ Layout, one keyspace per store:
   original key, and the end as timestamp). Within a segment, byte order is the store's
   order: key bytes, then end, then start;
 * the observed stream time (the largest session end ever written, ms): key ``b""``, which
-  sorts before every session, value ``encode_int64(observed)``.
+  sorts before every session, value ``encode_int64(observed)``;
+* the longest session ever written (``end - start``, ms): key ``0x00`` (one byte), next; a search
+  of one key for sessions starting by ``t`` stops at sessions ending after ``t + span``.
 
 A query reads each live segment that can hold a match (at most four: segments are at least
 half the retention wide) with its own iterator and merges them in key order, so the result
@@ -49,6 +51,10 @@ __all__ = ("RocksDBSessionStore", "escape_key")
 
 OBSERVED_KEY = b""
 """The key of the observed stream time: shorter than, so before, every session's key."""
+SPAN_KEY = b"\x00"
+"""The key of the longest session ever written (``end - start``, ms): after the stream time,
+before every session's key. A session starting at or before ``t`` ends at or before
+``t + span``, which bounds a single key's search by start."""
 
 
 def escape_key(key_bytes: bytes) -> bytes:
@@ -137,6 +143,8 @@ class RocksDBSessionStore:
         self._delete: Callable[[bytes], None] = keyspace.delete
         raw = keyspace.get(OBSERVED_KEY)
         self._observed = -1 if raw is None else decode_int64(raw)
+        raw = keyspace.get(SPAN_KEY)
+        self._span = 0 if raw is None else decode_int64(raw)
         self._live_from = self._segment_start(self._min_live(self._observed))
         self._written = next(keyspace.items(encode_int64(MIN_TIME)), None) is not None
 
@@ -205,6 +213,9 @@ class RocksDBSessionStore:
             self._delete(session_key)
         else:
             self._put(session_key, pack_entry(aggregate, key, end))
+            if end - start > self._span:
+                self._span = end - start
+                self._put(SPAN_KEY, encode_int64(self._span))
         self._written = True
 
     def _advance(self, observed: int) -> None:
@@ -253,12 +264,16 @@ class RocksDBSessionStore:
         earliest = self._min_live(self._observed)
         if query.earliest_end is not None and query.earliest_end > earliest:
             earliest = query.earliest_end
-        if earliest > self._observed:
+        last_end = self._observed
+        if query.single and query.latest_start is not None:
+            last_end = min(last_end, query.latest_start + self._span)
+        if earliest > last_end:
             return iter(())
         if query.single:
             escaped = escape_key(ser(query.key_from) or b"")
             low = escaped + encode_int64(earliest)
-            high: bytes | None = prefix_end(escaped)
+            high: bytes | None = (escaped + encode_int64(last_end + 1) if last_end < MAX_TIME
+                                  else prefix_end(escaped))
         else:
             low = b"" if query.key_from is None else escape_key(ser(query.key_from) or b"")
             high = (None if query.key_to is None
@@ -268,7 +283,7 @@ class RocksDBSessionStore:
         items = self._keyspace.items
         sources = []
         interval = self.segment_interval_ms
-        for segment in range(earliest // interval, self._observed // interval + 1):
+        for segment in range(earliest // interval, last_end // interval + 1):
             prefix = encode_int64(max(segment * interval, MIN_TIME))
             upper = prefix_end(prefix) if high is None else prefix + high
             sources.append(items(prefix + low, upper, reverse))
@@ -354,6 +369,8 @@ class RocksDBSessionStore:
         stored = keyspace.get(OBSERVED_KEY)
         assert (-1 if stored is None else decode_int64(stored)) == self._observed, "stream time"
         assert self._live_from == self._segment_start(self._min_live(self._observed))
+        stored = keyspace.get(SPAN_KEY)
+        assert (0 if stored is None else decode_int64(stored)) == self._span, "longest session"
         for session_key, raw in keyspace.items(encode_int64(MIN_TIME)):
             segment = decode_int64(session_key[:8])
             end = decode_int64(session_key[-16:-8])
@@ -361,6 +378,7 @@ class RocksDBSessionStore:
             assert segment >= self._live_from, f"session end {end} before the live segments"
             assert segment == self._segment_start(end), f"session end {end}: wrong segment"
             assert start <= end, f"session [{start}, {end}]"
+            assert end - start <= self._span, f"session [{start}, {end}] longer than the span"
             key, value, _ = unpack_entry(raw)
             assert value is not None, f"session [{start}, {end}]: a stored None"
             assert session_key[8:-16] == escape_key(self._key_bytes(key) or b""), "key moved"

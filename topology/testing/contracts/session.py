@@ -82,6 +82,12 @@ def _find(store: Any) -> None:
         back = list(store.backward_find_sessions("k", earliest, latest))
         expect(back == want[::-1], f"backward_find_sessions('k', {earliest}, {latest}) is "
                "find_sessions reversed")
+    long = (_s("k", -50, 200), "long")  # overlaps the others, ends after all of them
+    store.put(*long)
+    expect(list(store.find_sessions("k", 150, -10)) == [long],
+           "a long session starting early is found by a search that ends early")
+    expect(list(store.find_sessions("k", 0, 12)) == [rows[0], rows[1], long],
+           "sessions are ordered by end, then start, overlapping or not")
 
 
 def _iteration(store: Any) -> None:
