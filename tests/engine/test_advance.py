@@ -1,4 +1,4 @@
-"""SuppressProcessor.advance: moving stream time without a record is a record nobody sees."""
+"""advance_stream_time: moving stream time without a record is a record nobody sees."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class TimeLimitProcessor(StatefulProcessor):
         data = pd.concat(list(rows), ignore_index=True).sort_values(["bt", "seq"])
         engine, chain = self._restore(timerValues.getCurrentWatermarkInMs())
         loads = pickle.loads
-        advance, process = engine.advance, engine.process_change
+        advance, process = engine.advance_stream_time, engine.process_change
         for k, v, ts, h, st in zip(data["k"], data["v"], data["ts"].tolist(), data["h"],
                                    data["st"].tolist(), strict=True):
             advance(st)
