@@ -241,7 +241,9 @@ def job_main(argv: list[str] | None, spark: Any, run_job: Any, app_name: str,
     args = parser.parse_args(argv)
     # each late record dropped is logged as a warning (as Kafka Streams does); the summary
     # counts them instead
-    logging.getLogger("topology").setLevel(logging.ERROR)
+    topology_log = logging.getLogger("topology")
+    level = topology_log.level
+    topology_log.setLevel(logging.ERROR)
     print("Starting Spark (local[2]) ...")
     session = spark or local_session(app_name)
     try:
@@ -252,6 +254,7 @@ def job_main(argv: list[str] | None, spark: Any, run_job: Any, app_name: str,
             with tempfile.TemporaryDirectory(prefix="payment-alerts-") as work:
                 same = run_job(session, Path(work), args.payments, args.files)
     finally:
+        topology_log.setLevel(level)
         if spark is None:
             session.stop()
     return 0 if same else 1

@@ -314,7 +314,7 @@ def test_dsl_scenario(name: str, caplog: pytest.LogCaptureFixture) -> None:
     scenario = SCENARIOS[name]
     assert scenario["level"] == "dsl"
     case = BUILDERS[name]
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="topology")
 
     inputs = scenario["inputs"]
     checkpoints = {
