@@ -88,6 +88,7 @@ __all__ = (
     "fallback_value_bytes",
     "serialize_for_topic",
     "serializer_of",
+    "time_windowed_parts",
     "windowed_serializer",
 )
 
@@ -326,13 +327,33 @@ _PICKLE: _NamedSerde[Any] = _NamedSerde("pickle", pickle.dumps, _from_pickle)
 # -- windowed key layouts: written once, used by the serdes, the runtime and the fallback ----
 
 
-def _time_windowed_writer(inner: Callable[[Any], bytes | None]) -> Callable[[Windowed], bytes]:
+class _TimeWindowedWriter:
     """Kafka's time-windowed key layout: ``inner(key)`` bytes + start (8 bytes, big-endian)."""
 
-    def write(w: Windowed) -> bytes:
-        return (inner(w[0]) or b"") + _PACK_LONG(w[1][0])
+    __slots__ = ("inner",)
 
-    return write
+    def __init__(self, inner: Callable[[Any], bytes | None]) -> None:
+        self.inner = inner
+
+    def __call__(self, w: Windowed) -> bytes:
+        return (self.inner(w[0]) or b"") + _PACK_LONG(w[1][0])
+
+
+def _time_windowed_writer(inner: Callable[[Any], bytes | None]) -> Callable[[Windowed], bytes]:
+    return _TimeWindowedWriter(inner)
+
+
+def time_windowed_parts(serializer: Callable[[Any], Any], start: int
+                        ) -> tuple[Callable[[Any], Any], bytes] | None:
+    """``(inner, packed start)`` of a time-windowed key serializer built here, else ``None``.
+
+    For ``serializer`` from :func:`windowed_serializer` (``session=False``), the bytes of
+    ``Windowed(key, Window(start, end))`` are ``(inner(key) or b"") + packed start``, with the
+    same errors, so that a caller writing many keys of one window packs its start once.
+    """
+    if type(serializer) is not _TimeWindowedWriter:
+        return None
+    return serializer.inner, _PACK_LONG(start)
 
 
 def _session_windowed_writer(inner: Callable[[Any], bytes | None]

@@ -416,3 +416,34 @@ def test_buffered_windows_are_not_tracked_by_the_garbage_collector() -> None:
             entries = [e for window in fused._buffer.values() for e in window.values()]
             assert len(entries) == 3
             assert not any(gc.is_tracked(e) for e in entries)
+
+
+def test_window_key_bytes_agree_with_the_key_serializer_on_odd_results() -> None:
+    """A key serializer giving a bytearray, None, or text a suppression cannot order: the
+    fused step packs each window's start once and must give the same bytes, order, errors
+    and failing node as the separate path."""
+
+    def odd(value: Any) -> Any:
+        if value == "ba":
+            return bytearray(b"ba")
+        if value == "none":
+            return None
+        if value == "text":
+            return "not bytes"
+        return value.encode()
+
+    serde = Serdes.serde_from(odd, bytes.decode, "odd")
+    b = StreamsBuilder()
+    (b.stream("in").group_by_key(Grouped(key_serde=serde))
+     .windowed_by(TimeWindows.of_size_with_no_grace(10)).count(Materialized("S"))
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("final"))
+     .to_stream().to("out"))
+    topology = b.build()
+    rows = [("b", 1, 1, None), ("ba", 1, 2, None), ("a", 1, 3, None), ("none", 1, 4, None),
+            ("ba", 1, 5, None), ("a", 1, 30, None), ("text", 1, 31, None), ("z", 1, 90, None)]
+    for bulk in (False, True):
+        fused = run(topology, rows, fuse=True, debug=False, bulk=bulk)
+        assert fused == run(topology, rows, fuse=False, debug=False, bulk=bulk)
+    per_record = run(topology, rows, fuse=True, debug=False)
+    assert [r[0].key for r in per_record[5][0]] == ["none", "a", "b", "ba"]  # b"" first
+    assert per_record[6][1][0] == "TypeError" and per_record[6][2] == ("final", 6)

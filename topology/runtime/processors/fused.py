@@ -49,7 +49,7 @@ from suppress.time import is_window_closed, window_close_time
 
 from ...windows import Window, Windowed
 from ..processor import Forward
-from .aggregate import WindowedAggregateProcessor
+from .aggregate import WindowedAggregateProcessor, count_adder, count_initializer
 from .suppress import SuppressNodeProcessor
 from .table import log_null_key
 
@@ -61,6 +61,7 @@ __all__ = ("FusedFinalResults", "can_fuse")
 _VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _KEY_BYTES = range(7)  # entry fields (docstring)
 _SIZE, _PRIOR_BYTES, _VALUE_BYTES = 7, 8, 9  # and with byte tracking
 LONG_MAX = 2**63 - 1
+_new_tuple = tuple.__new__  # a named tuple of values known to be valid, without its __new__
 
 
 def can_fuse(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
@@ -78,7 +79,7 @@ def can_fuse(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
 
 def _context(timestamp: int, offset: int, topic: str) -> RecordContext:
     """The context of a record piped without headers."""
-    return RecordContext(timestamp, offset, topic, 0, ())
+    return _new_tuple(RecordContext, (timestamp, offset, topic, 0, ()))
 
 
 def _emitted_context(entry: tuple[Any, ...]) -> RecordContext:
@@ -118,6 +119,7 @@ class FusedFinalResults:
         self._engine = suppress.engine  # its stream time is the suppression's
         self._buffer: dict[int, dict[Any, tuple[Any, ...]]] = {}  # start -> key -> entry
         self._starts: list[int] = []  # heap of the buffer's window starts
+        self._next_close = LONG_MAX  # window_close_time of the oldest buffered window
         self._count = 0
         self._bytes = 0  # kept only when tracking bytes
         cfg = suppress.suppressed.buffer_config
@@ -166,61 +168,103 @@ class FusedFinalResults:
     def _tumbling_step(self) -> Callable[[Any, Any, int, int, str], None]:
         """The raw entry for tumbling windows, as a closure over local names.
 
-        The hot path of final results: an update to a key already buffered in the window
-        last written, with the window open and nothing due, touches the store bucket and the
-        buffer entry only. Everything else goes through :meth:`_update`, which is the
-        general form of the same steps.
+        The hot path of final results: a record for the window last written, while that
+        window is open, either updates a key buffered there or adds a key new to it (absent
+        from both the store bucket and the buffer); it touches that bucket and the buffer's
+        dict of the window only, and runs :meth:`_after_put` only when the suppression's
+        time reached the oldest buffered window's close (or a limit or sampling needs it).
+        Everything else goes through :meth:`_update`, the general form of the same steps in
+        the same order.
         """
         agg, store, task, engine = self._agg, self._store, self._task, self._engine
         size, grace = self._size, self._grace
-        aggregator = self._aggregator
-        update, tracked = self._update, self._tracked
+        aggregator, initializer = self._aggregator, self._initializer
+        update, tracked, after_put = self._update, self._tracked, self._after_put
         track = self._track_bytes
+        # count(): its aggregator adds 1, its initializer gives 0 (same results, no calls)
+        counting = aggregator is count_adder and initializer is count_initializer
         last_start, last_version, last_close = -1, -1, -1
         last_bucket: dict[Any, Any] = {}
         last_entries: dict[Any, tuple[Any, ...]] = {}
-        starts = self._starts
+        last_key_bytes = self._window_key_bytes(-1)
         # _after_put has work only when sampling, bounded, or the oldest window closed.
         always_after = self._debug or self._records_limit is not None \
             or self._bytes_limit is not None
 
         def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
             nonlocal last_start, last_version, last_close, last_bucket, last_entries
+            nonlocal last_key_bytes
             if key is None:
                 log_null_key(task, _context(ts, offset, topic))
                 return
-            if ts > agg.stream_time:
-                agg.stream_time = ts
+            now = agg.stream_time
+            if ts > now:
+                agg.stream_time = now = ts
             start = ts - ts % size
-            if start == last_start and store.layout_version == last_version \
-                    and agg.stream_time < last_close:  # the window is still open
-                item = last_bucket.get(key)
+            if start == last_start and now < last_close \
+                    and store.layout_version == last_version:  # the window is still open
                 entry = last_entries.get(key)
-                if item is not None and entry is not None:
+                item = last_bucket.get(key)
+                if item is not None and entry is not None:  # an update of a buffered key
                     old = item[0]
-                    new = aggregator(key, value, old)
-                    out_ts = item[1] if item[1] > ts else ts
+                    new = old + 1 if counting else aggregator(key, value, old)
+                    out_ts = item[1]
+                    if ts > out_ts:
+                        out_ts = ts
                     if new is None:
                         store.put_with_timestamp(key, None, start, out_ts)  # a delete
                     else:
                         last_bucket[key] = (new, out_ts)
+                    # nothing is newly due unless the suppression's time moves: after every
+                    # step, no buffered window is closed at it (see _after_put)
+                    due = always_after
                     if out_ts > engine.stream_time:
                         engine.stream_time = out_ts
+                        if out_ts >= self._next_close:
+                            due = True
                     if track:
                         last_entries[key] = tracked(entry, key, start, new, out_ts, old,
                                                     offset, topic)
                     else:
                         last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
                                              entry[_KEY_BYTES])
-                    if always_after or (starts and is_window_closed(
-                            starts[0] + size, grace, engine.stream_time)):
-                        self._after_put(size)
+                    if due:
+                        after_put(size)
+                    return
+                if item is None and entry is None:  # a key new to the window
+                    if counting:
+                        old, new = 0, 1
+                    elif initializer is None:  # reduce: the first value starts it
+                        old, new = None, value
+                    else:
+                        old = initializer()
+                        new = aggregator(key, value, old)
+                    if new is None:
+                        store.put_with_timestamp(key, None, start, ts)  # a delete
+                    else:
+                        last_bucket[key] = (new, ts)
+                    due = always_after
+                    if ts > engine.stream_time:
+                        engine.stream_time = ts
+                        if ts >= self._next_close:
+                            due = True
+                    if track:
+                        last_entries[key] = tracked(None, key, start, new, ts, old, offset,
+                                                    topic)
+                    else:
+                        last_entries[key] = (new, ts, old, offset, old, topic,
+                                             last_key_bytes(key))
+                    self._count += 1
+                    if due:
+                        after_put(size)
                     return
             update(key, value, None, (offset, topic), ts, start)
             if start != last_start or store.layout_version != last_version:
                 entries = self._buffer.get(start)
                 bucket = store.bucket(start) if entries is not None else None
                 if bucket is not None and entries is not None:
+                    if start != last_start:
+                        last_key_bytes = self._window_key_bytes(start)
                     last_start, last_bucket, last_entries = start, bucket, entries
                     last_version = store.layout_version
                     last_close = window_close_time(start + size, grace)
@@ -247,12 +291,13 @@ class FusedFinalResults:
         if entries is None:
             entries = self._buffer[start] = {}
             heapq.heappush(self._starts, start)
+            self._next_close = window_close_time(self._starts[0] + size, self._grace)
         entry = entries.get(key)
         stored, topic = (ctx, None) if raw is None else raw
         if self._track_bytes:
             entries[key] = self._tracked(entry, key, start, new, out_ts, old, stored, topic)
         elif entry is None:
-            key_bytes = self._node.key_bytes(Windowed(key, self._window(start)))
+            key_bytes = self._window_key_bytes(start)(key)
             entries[key] = (new, out_ts, old, stored, old, topic, key_bytes)
         else:
             entries[key] = (new, out_ts, old, stored, entry[_PRIOR], topic, entry[_KEY_BYTES])
@@ -282,6 +327,10 @@ class FusedFinalResults:
                 self._windows_cache.clear()
             window = self._windows_cache[start] = Window(start, start + self._size)
         return window
+
+    def _window_key_bytes(self, start: int) -> Callable[[Any], bytes]:
+        """``key`` -> the suppression's bytes of ``Windowed(key, window at start)``."""
+        return self._node.window_key_bytes(self._window(start))
 
     def _tracked(self, entry: tuple[Any, ...] | None, key: Any, start: int, new: Any,
                  out_ts: int, old: Any, stored: Any, topic: str | None) -> tuple[Any, ...]:
@@ -330,17 +379,26 @@ class FusedFinalResults:
             start = starts[0]
             window = self._window(start)
             entries = self._buffer[start]
-            for key, entry in sorted(entries.items(), key=_by_key_bytes):
+            items = list(entries.items())
+            key_bytes = [entry[_KEY_BYTES] for entry in entries.values()]
+            # by key bytes; equal bytes keep their buffering order (a stable sort)
+            for i in sorted(range(len(items)), key=key_bytes.__getitem__):
+                key, entry = items[i]
                 new = entry[_VALUE]
                 if new is not None:  # a window that ended deleted has no final result
                     metrics.emit_total += 1
-                    forward(Windowed(key, window), new, entry[_OLD], _emitted_context(entry))
+                    topic = entry[_TOPIC]
+                    forward(_new_tuple(Windowed, (key, window)), new, entry[_OLD],
+                            _emitted_context(entry) if topic is None else
+                            _new_tuple(RecordContext, (entry[_TS], entry[_CTX], topic, 0, ())))
                 del entries[key]
                 self._count -= 1
                 if self._track_bytes:
                     self._bytes -= entry[_SIZE]
             heapq.heappop(starts)
             del self._buffer[start]
+            self._next_close = (window_close_time(starts[0] + size, grace) if starts
+                                else LONG_MAX)
 
     # -- the suppression as observers see it ---------------------------------------------------
 
