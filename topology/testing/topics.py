@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ("TestInputTopic", "TestOutputTopic", "TestRecord")
 
+_new_tuple = tuple.__new__  # a Windowed of a key and a Window, without its __new__
 
 
 def holder(queue_append: Callable[[], Callable[[Any], None]]) -> Callable[..., None]:
@@ -40,19 +41,15 @@ def holder(queue_append: Callable[[], Callable[[Any], None]]) -> Callable[..., N
         nonlocal append
         if append is None:
             append = queue_append()
-        if type(key) is Windowed and _plain_window(key[1]):
+        if type(key) is Windowed:
             window = key[1]
-            append((key[0], value, ctx[0], ctx[4], key_bytes, value_bytes,
-                    window[0], window[1]))
-        else:
-            append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
+            if type(window) is Window and type(window[0]) is int and type(window[1]) is int:
+                append((key[0], value, ctx[0], ctx[4], key_bytes, value_bytes,
+                        window[0], window[1]))  # a Window of two ints: its parts
+                return
+        append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
 
     return hold
-
-
-def _plain_window(window: Any) -> bool:
-    """Whether a windowed key's window is a ``Window`` of two ints (held as its parts)."""
-    return type(window) is Window and type(window[0]) is int and type(window[1]) is int
 
 
 def _windowed(key: Any, start: int, end: int) -> Windowed:
@@ -62,19 +59,24 @@ def _windowed(key: Any, start: int, end: int) -> Windowed:
 
 def _plain_records(queue: Iterable[tuple[Any, ...]]) -> list[TestRecord]:
     """Records held by the driver, as produced (no serdes); windowed keys rebuilt."""
-    of = TestRecord._of
+    new = object.__new__
     out: list[TestRecord] = []
     append = out.append
     windows: dict[tuple[int, int], Window] = {}  # one Window object per window
     for item in queue:
+        record = new(TestRecord)  # as TestRecord._of, without a call per record
         if len(item) == 6:
-            append(of(item[0], item[1], item[2], item[3]))
-            continue
-        bounds = item[6:]
-        window = windows.get(bounds)
-        if window is None:
-            window = windows[bounds] = Window(*bounds)
-        append(of(Windowed(item[0], window), item[1], item[2], item[3]))
+            record.key = item[0]
+        else:
+            bounds = item[6:]
+            window = windows.get(bounds)
+            if window is None:
+                window = windows[bounds] = Window(*bounds)
+            record.key = _new_tuple(Windowed, (item[0], window))
+        record.value = item[1]
+        record.timestamp = item[2]
+        record.headers = item[3]
+        append(record)
     return out
 
 
