@@ -81,6 +81,8 @@ class InputCodec(NamedTuple):
     list may be processed without it (false says nothing about any one record)."""
 
 
+_new_tuple = tuple.__new__  # a RecordContext of checked values, without its __new__
+
 CODEC_CHECK_RECORDS = 4096
 """Records of a piped list checked at once by :attr:`InputCodec.keeps` (any size gives the
 same results; a list that fails the check runs through the codec record by record)."""
@@ -319,7 +321,8 @@ class Task:
         if raw is not None:
             raw(key, value, timestamp, offset, topic)  # builds a context only if it needs one
         else:
-            self._entries[topic](key, value, RecordContext(timestamp, offset, topic, 0, headers))
+            self._entries[topic](key, value,
+                                 _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers)))
         if self._stream_schedules:
             self._punctuate_stream_time()
 
@@ -426,7 +429,8 @@ class Task:
                     if raw is not None:  # the step builds a context only if it needs one
                         raw(key, value, ts, this_offset, topic)
                     else:
-                        forward(key, value, RecordContext(ts, this_offset, topic, 0, ()))
+                        forward(key, value,
+                                _new_tuple(RecordContext, (ts, this_offset, topic, 0, ())))
                 except BaseException as exc:
                     self._fail(exc, topic, this_offset, key, value, ts)
                     raise

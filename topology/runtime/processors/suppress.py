@@ -93,8 +93,8 @@ class SuppressNodeProcessor(InternalProcessor):
         return SpillBackend(open_store, task.commit_state, encode_spilled, decode)
 
     def change_entry(self) -> ForwardChange:
-        """The engine's own ``process_change`` (with a state directory, :meth:`process_change`)."""
-        return self.process_change if self._durable else self.engine.process_change
+        """The engine's change entry (with a state directory, :meth:`process_change`)."""
+        return self.process_change if self._durable else self.engine.change_entry()
 
     def connect(self, children: Sequence[Entry]) -> None:
         """Bind the forwards, and let the engine emit straight to the children."""
