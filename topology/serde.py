@@ -681,6 +681,8 @@ def fallback_value_bytes(value: Any) -> bytes:
     :raises SerdeError: for a value of another type, or a dict or list that JSON cannot
         write, asking for a value serde.
     """
+    if type(value) is int and -_INT_BIAS <= value < _INT_BIAS:  # the common case first
+        return _PACK_LONG(value)
     encoder = _encoder_of(value)
     if encoder is not None:
         return encoder(value)
@@ -779,6 +781,7 @@ def _many_time_windowed(inner: Callable[[list[Any]], list[Any]], size: int
 
 
 _new_tuple = tuple.__new__  # a Windowed of a key and a Window, without its __new__
+_NO_USER_CODE = (_serialize_long, _serialize_string, fallback_key_bytes, fallback_value_bytes)
 
 
 def serializer_of(serde: Serde[Any] | None,
@@ -797,6 +800,24 @@ def serializer_of(serde: Serde[Any] | None,
     if type(serde) is _NamedSerde and serde.fast_serialize is not None:
         return serde.fast_serialize
     return serde.serialize
+
+
+def runs_no_user_code(serializer: Callable[[Any], Any]) -> bool:
+    """Whether ``serializer`` is a built-in function that runs no user code.
+
+    A pure function of its argument (the fallbacks, the string and long serializers): calling
+    it again, e.g. to raise its error elsewhere, is harmless.
+    """
+    return any(serializer is known for known in _NO_USER_CODE)
+
+
+def long_packer_of(serializer: Callable[[Any], Any]) -> Callable[[int], bytes] | None:
+    """The packer behind ``Serdes.long()``'s fast serializer (:func:`serializer_of`).
+
+    It gives the serializer's bytes for an ``int`` (not a ``bool``) in ``[-2**63, 2**63)``;
+    ``None`` for any other serializer.
+    """
+    return _PACK_LONG if serializer is _serialize_long else None
 
 
 def many_deserializer_of(serde: Serde[Any]) -> Callable[[list[Any]], list[Any]] | None:

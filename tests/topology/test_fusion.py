@@ -447,3 +447,29 @@ def test_window_key_bytes_agree_with_the_key_serializer_on_odd_results() -> None
     per_record = run(topology, rows, fuse=True, debug=False)
     assert [r[0].key for r in per_record[5][0]] == ["none", "a", "b", "ba"]  # b"" first
     assert per_record[6][1][0] == "TypeError" and per_record[6][2] == ("final", 6)
+
+
+def test_built_in_value_serializers_fail_at_the_suppression_on_both_paths() -> None:
+    """With byte accounting, a built-in value serializer (long, or no serde) is called
+    directly on the fused step's update path; a value it refuses (a bool, a float, a set)
+    must raise the same error, located at the same node, as on the separate path."""
+    def build_with(value_serde: Any, bad: Any):
+        b = StreamsBuilder()
+        (b.stream("in").group_by_key()
+         .windowed_by(TimeWindows.of_size_with_no_grace(10))
+         .aggregate(lambda: 0, lambda k, v, agg: bad if v == "bad" else agg + 1,
+                    Materialized("S", value_serde=value_serde))
+         .suppress(Suppressed.until_window_closes(
+             BufferConfig.max_bytes(10**9).shut_down_when_full()).with_name("final"))
+         .to_stream().to("out"))
+        return b.build()
+
+    rows = [("a", "v", 1, None), ("a", "v", 2, None), ("b", "v", 3, None),
+            ("a", "bad", 4, None), ("c", "v", 30, None)]
+    for value_serde, bad in ((Serdes.long(), True), (Serdes.long(), 1.5), (None, {1})):
+        topology = build_with(value_serde, bad)
+        for bulk in (False, True):
+            fused = run(topology, rows, fuse=True, debug=False, bulk=bulk)
+            assert fused == run(topology, rows, fuse=False, debug=False, bulk=bulk)
+        per_record = run(topology, rows, fuse=True, debug=False)
+        assert per_record[3][1] is not None and per_record[3][2][0] == "final"

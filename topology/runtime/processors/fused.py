@@ -27,7 +27,9 @@ user code that raises included, and compares outputs, errors, drops, metrics, st
 and the suppression's stream time after every record.
 
 Entry fields: ``(value, timestamp, old, context, prior, topic, key bytes)``, plus ``(size,
-prior bytes, value bytes)`` when bytes are tracked (a ``max_bytes`` limit or DEBUG metrics).
+prior bytes, value bytes, fixed size)`` when bytes are tracked (a ``max_bytes`` limit or DEBUG
+metrics); the fixed size is the part of :func:`~suppress.entry.entry_size` that an update
+does not change (8 + key bytes + prior bytes).
 Records piped in bulk without headers arrive through :meth:`FusedFinalResults.raw_entry` as
 ``(key, value, timestamp, offset, topic)``; their entry keeps the offset in place of the
 context and the topic beside it (``None`` otherwise), and the context is built only when the
@@ -47,6 +49,7 @@ from suppress.errors import BufferFullError
 from suppress.processor import SuppressMetrics
 from suppress.time import is_window_closed, window_close_time
 
+from ...serde import long_packer_of, runs_no_user_code
 from ...windows import Window, Windowed
 from ..processor import Forward
 from .aggregate import WindowedAggregateProcessor, count_adder, count_initializer
@@ -59,8 +62,9 @@ if TYPE_CHECKING:
 __all__ = ("FusedFinalResults", "can_fuse")
 
 _VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _KEY_BYTES = range(7)  # entry fields (docstring)
-_SIZE, _PRIOR_BYTES, _VALUE_BYTES = 7, 8, 9  # and with byte tracking
+_SIZE, _PRIOR_BYTES, _VALUE_BYTES, _FIXED = 7, 8, 9, 10  # and with byte tracking
 LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
 _new_tuple = tuple.__new__  # a named tuple of values known to be valid, without its __new__
 
 
@@ -145,7 +149,7 @@ class FusedFinalResults:
         building the context.
         """
         if self._windows.advance_ms == self._size and not self._debug:
-            return self._tumbling_step()
+            return self._tumbling_step()  # (sampling needs _after_put after every put)
         process = self.process
 
         def with_context(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
@@ -181,19 +185,28 @@ class FusedFinalResults:
         aggregator, initializer = self._aggregator, self._initializer
         update, tracked, after_put = self._update, self._tracked, self._after_put
         track = self._track_bytes
+        value_bytes = self._node.value_bytes
+        last_topic: str | None = None
+        last_context_bytes = 0
+        # a built-in value serializer is called directly; its error, if any, is raised again
+        # through the node (value_bytes), so that it is located there as on the other path
+        value_ser = self._node.value_serializer
+        pure_value_ser = value_ser if runs_no_user_code(value_ser) else None
+        long_pack = long_packer_of(value_ser)
         # count(): its aggregator adds 1, its initializer gives 0 (same results, no calls)
         counting = aggregator is count_adder and initializer is count_initializer
         last_start, last_version, last_close = -1, -1, -1
         last_bucket: dict[Any, Any] = {}
         last_entries: dict[Any, tuple[Any, ...]] = {}
         last_key_bytes = self._window_key_bytes(-1)
-        # _after_put has work only when sampling, bounded, or the oldest window closed.
-        always_after = self._debug or self._records_limit is not None \
-            or self._bytes_limit is not None
+        # _after_put has work only when the oldest window closed or a limit is exceeded
+        # (limits as numbers no count or size reaches when unset: one comparison each)
+        max_count = LONG_MAX if self._records_limit is None else self._records_limit
+        max_bytes = LONG_MAX if self._bytes_limit is None else self._bytes_limit
 
         def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
             nonlocal last_start, last_version, last_close, last_bucket, last_entries
-            nonlocal last_key_bytes
+            nonlocal last_key_bytes, last_topic, last_context_bytes
             if key is None:
                 log_null_key(task, _context(ts, offset, topic))
                 return
@@ -217,18 +230,45 @@ class FusedFinalResults:
                         last_bucket[key] = (new, out_ts)
                     # nothing is newly due unless the suppression's time moves: after every
                     # step, no buffered window is closed at it (see _after_put)
-                    due = always_after
+                    due = False
                     if out_ts > engine.stream_time:
                         engine.stream_time = out_ts
                         if out_ts >= self._next_close:
                             due = True
-                    if track:
-                        last_entries[key] = tracked(entry, key, start, new, out_ts, old,
-                                                    offset, topic)
+                    if track:  # _tracked of an update, inline: the same calls, in order
+                        prior_bytes = entry[_PRIOR_BYTES]
+                        new_bytes: bytes | None
+                        old_bytes = (entry[_VALUE_BYTES] if old is entry[_VALUE]
+                                     else value_bytes(old))
+                        if long_pack is not None and type(new) is int \
+                                and LONG_MIN <= new <= LONG_MAX:  # as Serdes.long() writes it
+                            new_bytes = long_pack(new)
+                        elif pure_value_ser is None or new is None:
+                            new_bytes = value_bytes(new)
+                        else:
+                            try:
+                                new_bytes = pure_value_ser(new)
+                            except Exception:  # noqa: BLE001 - raised again at the node
+                                new_bytes = value_bytes(new)
+                        if topic is not last_topic:  # the context's size, per topic
+                            last_topic = topic
+                            last_context_bytes = self._context_size(offset, topic)
+                        context_bytes = last_context_bytes
+                        # entry_size(key bytes, prior, old, new, context): its fixed part
+                        # kept (see _tracked), the rest inline
+                        sized = entry[_FIXED] + context_bytes
+                        if old_bytes is not None and old_bytes != prior_bytes:
+                            sized += len(old_bytes)
+                        if new_bytes is not None:
+                            sized += len(new_bytes)
+                        self._bytes += sized - entry[_SIZE]
+                        last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
+                                             entry[_KEY_BYTES], sized, prior_bytes, new_bytes,
+                                             entry[_FIXED])
                     else:
                         last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
                                              entry[_KEY_BYTES])
-                    if due:
+                    if due or self._count > max_count or self._bytes > max_bytes:
                         after_put(size)
                     return
                 if item is None and entry is None:  # a key new to the window
@@ -243,19 +283,19 @@ class FusedFinalResults:
                         store.put_with_timestamp(key, None, start, ts)  # a delete
                     else:
                         last_bucket[key] = (new, ts)
-                    due = always_after
+                    due = False
                     if ts > engine.stream_time:
                         engine.stream_time = ts
                         if ts >= self._next_close:
                             due = True
                     if track:
                         last_entries[key] = tracked(None, key, start, new, ts, old, offset,
-                                                    topic)
+                                                    topic, last_key_bytes)
                     else:
                         last_entries[key] = (new, ts, old, offset, old, topic,
                                              last_key_bytes(key))
                     self._count += 1
-                    if due:
+                    if due or self._count > max_count or self._bytes > max_bytes:
                         after_put(size)
                     return
             update(key, value, None, (offset, topic), ts, start)
@@ -333,14 +373,18 @@ class FusedFinalResults:
         return self._node.window_key_bytes(self._window(start))
 
     def _tracked(self, entry: tuple[Any, ...] | None, key: Any, start: int, new: Any,
-                 out_ts: int, old: Any, stored: Any, topic: str | None) -> tuple[Any, ...]:
+                 out_ts: int, old: Any, stored: Any, topic: str | None,
+                 window_key_bytes: Callable[[Any], bytes] | None = None) -> tuple[Any, ...]:
         """The entry after an update (``entry`` None: a new one), sized; the total adjusted.
 
         ``stored``/``topic``: the context, or a raw record's offset and topic.
+        ``window_key_bytes``: :meth:`_window_key_bytes` of ``start``, if at hand.
         """
         node = self._node
         if entry is None:
-            key_bytes = node.key_bytes(Windowed(key, self._window(start)))
+            if window_key_bytes is None:
+                window_key_bytes = self._window_key_bytes(start)
+            key_bytes = window_key_bytes(key)
             prior, prior_bytes = old, node.value_bytes(old)
             old_bytes, previous = prior_bytes, 0
         else:
@@ -349,10 +393,14 @@ class FusedFinalResults:
             # the old value is usually the entry's previous value, whose bytes are known
             old_bytes = entry[_VALUE_BYTES] if old is value else node.value_bytes(old)
         new_bytes = node.value_bytes(new)
-        size = entry_size(key_bytes, prior_bytes, old_bytes, new_bytes,
-                          self._context_size(stored, topic))
+        context_bytes = None if topic is None else self._topic_sizes.get(topic)
+        if context_bytes is None:
+            context_bytes = self._context_size(stored, topic)
+        size = entry_size(key_bytes, prior_bytes, old_bytes, new_bytes, context_bytes)
         self._bytes += size - previous
-        return (new, out_ts, old, stored, prior, topic, key_bytes, size, prior_bytes, new_bytes)
+        fixed = entry_size(key_bytes, prior_bytes, None, None, 0)  # the part updates keep
+        return (new, out_ts, old, stored, prior, topic, key_bytes, size, prior_bytes, new_bytes,
+                fixed)
 
     def _context_size(self, stored: Any, topic: str | None) -> int:
         """``context_size`` of an entry's context, memoized per topic without headers."""
