@@ -183,7 +183,7 @@ class FusedFinalResults:
         agg, store, task, engine = self._agg, self._store, self._task, self._engine
         size, grace = self._size, self._grace
         aggregator, initializer = self._aggregator, self._initializer
-        update, tracked, after_put = self._update, self._tracked, self._after_put
+        update, after_put = self._update, self._after_put
         track = self._track_bytes
         value_bytes = self._node.value_bytes
         last_topic: str | None = None
@@ -193,6 +193,16 @@ class FusedFinalResults:
         value_ser = self._node.value_serializer
         pure_value_ser = value_ser if runs_no_user_code(value_ser) else None
         long_pack = long_packer_of(value_ser)
+
+        def sized_value(value: Any) -> bytes | None:
+            """``value_bytes(value)``, a built-in serializer called directly (see above)."""
+            if pure_value_ser is None or value is None:
+                return value_bytes(value)
+            try:
+                return pure_value_ser(value)
+            except Exception:  # noqa: BLE001 - raised again at the node
+                return value_bytes(value)
+
         # count(): its aggregator adds 1, its initializer gives 0 (same results, no calls)
         counting = aggregator is count_adder and initializer is count_initializer
         last_start, last_version, last_close = -1, -1, -1
@@ -288,9 +298,19 @@ class FusedFinalResults:
                         engine.stream_time = ts
                         if ts >= self._next_close:
                             due = True
-                    if track:
-                        last_entries[key] = tracked(None, key, start, new, ts, old, offset,
-                                                    topic, last_key_bytes)
+                    if track:  # _tracked of a new entry, inline: the same calls, in order
+                        key_bytes = last_key_bytes(key)
+                        prior_bytes = sized_value(old)
+                        new_bytes = sized_value(new)
+                        if topic is not last_topic:
+                            last_topic = topic
+                            last_context_bytes = self._context_size(offset, topic)
+                        fixed = entry_size(key_bytes, prior_bytes, None, None, 0)
+                        sized = entry_size(key_bytes, prior_bytes, prior_bytes, new_bytes,
+                                           last_context_bytes)
+                        self._bytes += sized
+                        last_entries[key] = (new, ts, old, offset, old, topic, key_bytes, sized,
+                                             prior_bytes, new_bytes, fixed)
                     else:
                         last_entries[key] = (new, ts, old, offset, old, topic,
                                              last_key_bytes(key))
