@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from .entry import BufferedEntry, RecordContext, context_size, entry_size
 from .order import BucketOrder, EntryOrder, HeapOrder
 
-__all__ = ("SuppressionBuffer", "TimeOrderedBuffer", "serialized_key")
+__all__ = ("SuppressionBuffer", "TimeOrderedBuffer", "key_bytes_of", "serialized_key")
 
 EvictCallback = Callable[[BufferedEntry], None]
 
@@ -39,6 +39,16 @@ def serialized_key(key_serializer: Callable[[Any], Any], key: Any) -> bytes:
         orders keys by their serialized bytes).
     """
     data = key_serializer(key)
+    if type(data) is bytes:
+        return data
+    return key_bytes_of(data, key)
+
+
+def key_bytes_of(data: Any, key: Any) -> bytes:
+    """What the key serializer gave for ``key`` (``data``), as :func:`serialized_key` returns it.
+
+    :raises TypeError: as :func:`serialized_key`.
+    """
     if type(data) is bytes:
         return data
     if isinstance(data, bytearray | memoryview):
@@ -145,7 +155,9 @@ class TimeOrderedBuffer:
 
         Runtime complexity: O(log n); with ``few_times``, O(1) at a time already buffered.
         """
-        key_bytes = serialized_key(self._key_ser, key)
+        key_bytes = self._key_ser(key)
+        if type(key_bytes) is not bytes:
+            key_bytes = key_bytes_of(key_bytes, key)
         entry = BufferedEntry(time, key_bytes, key, new, old, old, context)
         if self._track_bytes:
             entry.size = self._size_of(key_bytes, old, old, new, context)
@@ -167,14 +179,16 @@ class TimeOrderedBuffer:
 
     # -- removing ----------------------------------------------------------------------------
 
-    def _evict_head(self, callback: EvictCallback) -> None:
-        """Hand the head entry to ``callback``, then remove it (kept if the callback raises)."""
-        order = self._order
-        entry = order.head()
-        callback(entry)
-        order.pop_head()
+    def evict_head(self, callback: EvictCallback) -> None:
+        """Hand the head entry to ``callback``, then remove it (kept if the callback raises).
+
+        The buffer must not be empty. Runtime complexity: as the order's ``evict_head``.
+        """
+        entry = self._order.evict_head(callback)
         del self._index[entry.key]
         self._bytes -= entry.size
+
+    _evict_head = evict_head  # internal callers keep this one (a subclass may override)
 
     def evict_while(self, predicate: Callable[[], bool], callback: EvictCallback) -> int:
         """Evict head entries, in order, while the buffer is not empty and ``predicate()``.

@@ -21,7 +21,7 @@ order, and never compare entries themselves.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import Protocol
 
@@ -45,6 +45,12 @@ class EntryOrder(Protocol):
     def pop_head(self) -> None:
         """Remove the entry :meth:`head` returned."""
 
+    def evict_head(self, callback: Callable[[BufferedEntry], object]) -> BufferedEntry:
+        """Hand the first entry to ``callback``, then remove and return it.
+
+        If ``callback`` raises, the entry stays. The order must not be empty.
+        """
+
     def min_time(self) -> int:
         """The smallest buffer time (ms), or ``2**63 - 1`` when empty."""
 
@@ -67,6 +73,11 @@ class HeapOrder:
         self._heap: list[tuple[int, bytes, int, BufferedEntry]] = []
         self._seq = 0  # buffering order: the tie-break before the entry
 
+    @property
+    def items(self) -> list[tuple[int, bytes, int, BufferedEntry]]:
+        """The heap itself, live: ``items[0]`` is the head (for a reader that pops it)."""
+        return self._heap
+
     def push(self, entry: BufferedEntry) -> None:
         """Add ``entry``. Runtime complexity: O(log n)."""
         self._seq += 1
@@ -79,6 +90,14 @@ class HeapOrder:
     def pop_head(self) -> None:
         """Remove the first entry. Runtime complexity: O(log n)."""
         heapq.heappop(self._heap)
+
+    def evict_head(self, callback: Callable[[BufferedEntry], object]) -> BufferedEntry:
+        """:meth:`head`, ``callback(entry)``, :meth:`pop_head`. Runtime complexity: O(log n)."""
+        heap = self._heap
+        entry = heap[0][3]
+        callback(entry)
+        heapq.heappop(heap)
+        return entry
 
     def min_time(self) -> int:
         """The smallest buffer time, or ``2**63 - 1`` when empty."""
@@ -149,6 +168,13 @@ class BucketOrder:
         if not bucket:
             del self._buckets[heapq.heappop(self._times)]
             self._run = None
+
+    def evict_head(self, callback: Callable[[BufferedEntry], object]) -> BufferedEntry:
+        """:meth:`head`, ``callback(entry)``, :meth:`pop_head`."""
+        entry = self.head()
+        callback(entry)
+        self.pop_head()
+        return entry
 
     def min_time(self) -> int:
         """The smallest buffer time, or ``2**63 - 1`` when empty."""

@@ -20,6 +20,7 @@ applies to it.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from .buffer import TimeOrderedBuffer
 from .config import BufferFullStrategy, Suppressed
 from .entry import BufferedEntry, RecordContext
 from .errors import BufferFullError, InvalidSuppressionError
+from .order import HeapOrder
 from .spill import SpillBackend, SpillingBuffer
 from .time import NO_TIMESTAMP, is_time_limit_reached, is_window_closed
 
@@ -208,6 +210,51 @@ class SuppressProcessor:
         if self._debug:
             self.metrics.sample()
         self._enforce()
+
+    def change_entry(self) -> Callable[[Any, Any, Any, RecordContext], None]:
+        """Where a runtime sends changes: :meth:`process_change`, or the same steps inlined.
+
+        For an emit-early buffer in memory with a records limit only, without byte tracking
+        or sampling (rate limiting), a closure that does what :meth:`process_change` and
+        :meth:`_enforce` do, reading the heap's head in place: the put, time eviction, then
+        the oldest entries while more keys than the limit are buffered, each emitted before
+        it is removed.
+        """
+        buffer = self.buffer
+        order = buffer._order if isinstance(buffer, TimeOrderedBuffer) else None
+        limit = self._records_limit
+        if not (self._emit_early and self._fast_update and not self._debug and limit is not None
+                and self._bytes_limit is None and isinstance(order, HeapOrder)):
+            return self.process_change
+        assert isinstance(buffer, TimeOrderedBuffer)
+        heap, index, add, evict_due = order.items, self._index, self._add, buffer.evict_due
+        is_due, delay, time_of = self.is_due, self.delay_ms, self._buffer_time_of
+        metrics, final = self.metrics, self._final
+        pop = heapq.heappop
+
+        def process_change(key: Any, new: Any, old: Any, context: RecordContext) -> None:
+            ts = context[0]
+            if ts > self.stream_time:
+                self.stream_time = ts
+            entry = index.get(key)
+            if entry is not None:
+                entry.new = new
+                entry.old = old
+                entry.context = context
+            else:
+                add(ts if time_of is None else time_of(key), key, new, old, context)
+            now = self.stream_time
+            if heap and is_due(heap[0][0], delay, now):
+                evict_due(lambda head: is_due(head, delay, now), self._emit_entry)
+            while len(index) > limit:  # the head, emitted (as _emit_entry), then removed
+                entry = heap[0][3]
+                if not (final and entry.new is None):
+                    metrics.emit_total += 1
+                    self.emit(entry.key, entry.new, entry.old, entry.context)
+                pop(heap)
+                del index[entry.key]  # sizes are not tracked: nothing to subtract
+
+        return process_change
 
     def process_change(self, key: Any, new: Any, old: Any, context: RecordContext) -> None:
         """:meth:`process` with the buffer time from ``buffer_time_of``.

@@ -45,18 +45,6 @@ if TYPE_CHECKING:
 __all__ = ("KGroupedStream", "KGroupedTable", "SessionWindowedKStream", "TimeWindowedKStream")
 
 
-def _count_init() -> int:
-    return 0
-
-
-def _count_add(key: Any, value: Any, agg: int) -> int:
-    return agg + 1
-
-
-def _count_sub(key: Any, value: Any, agg: int) -> int:
-    return agg - 1
-
-
 def _check(fn: Any, what: str) -> None:
     if not callable(fn):
         raise TypeError(f"{what} must be callable, got {type(fn).__name__}")
@@ -287,7 +275,8 @@ class _StreamAggregations:
         As Kafka's ``count(Materialized)``, a ``materialized`` that names no store spends
         one generated number more than ``count()``.
         """
-        kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add, None)
+        kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, ap.count_initializer,
+                            ap.count_adder, None)
         return self._grouping._aggregate(kind, materialized, materialized is not None)
 
     def reduce(self, reducer: Callable[[Any, Any], Any],
@@ -382,7 +371,7 @@ class TimeWindowedKStream:
 
         :raises TopologyError: for an empty ``late_records_to``.
         """
-        kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add,
+        kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, ap.count_initializer, ap.count_adder,
                             self._windows, _late_topic(late_records_to))
         return self._grouping._aggregate(kind, materialized, materialized is not None)
 
@@ -450,7 +439,7 @@ class SessionWindowedKStream:
 
         :raises TopologyError: for an empty ``late_records_to``.
         """
-        kind = self._kind("KSTREAM-AGGREGATE", _count_serde, _count_init, _count_add,
+        kind = self._kind("KSTREAM-AGGREGATE", _count_serde, ap.count_initializer, ap.count_adder,
                           _add_counts, late_records_to)
         return self._grouping._aggregate(kind, materialized, materialized is not None)
 
@@ -518,7 +507,7 @@ class KGroupedTable(_Grouping):
     def count(self, materialized: Materialized | None = None) -> KTable:
         """Count rows per new key."""
         return self._table_aggregate("KTABLE-AGGREGATE", _count_serde, materialized,
-                                     _count_init, _count_add, _count_sub)
+                                     ap.count_initializer, ap.count_adder, ap.count_subtractor)
 
     def reduce(self, adder: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any],
                materialized: Materialized | None = None) -> KTable:

@@ -196,13 +196,19 @@ class _NamedSerde(Generic[T]):
     Any exception of either function becomes a :class:`SerdeError` naming the serde.
     """
 
-    __slots__ = ("name", "_to_bytes", "_from_bytes")
+    __slots__ = ("name", "_to_bytes", "_from_bytes", "fast_serialize", "many_from_bytes")
 
     def __init__(self, name: str, to_bytes: Callable[[T], bytes],
                  from_bytes: Callable[[bytes], T]) -> None:
         self.name = name
         self._to_bytes = to_bytes
         self._from_bytes = from_bytes
+        self.fast_serialize: Callable[[Any], bytes | None] | None = None
+        """:meth:`serialize` with the common case first: the same results and errors."""
+        self.many_from_bytes: Callable[[list[Any]], list[Any]] | None = None
+        """``[deserialize(d) for d in datas]`` at once, for a list of ``bytes``; it raises
+        (any exception) where it cannot, and then :meth:`deserialize` must run one by one
+        (it has the errors). Only for functions that run no user code."""
 
     def serialize(self, value: T | None) -> bytes | None:
         """Return the bytes of ``value`` (``None`` for ``None``).
@@ -336,13 +342,33 @@ _PICKLE: _NamedSerde[Any] = _NamedSerde("pickle", pickle.dumps, _from_pickle)
 # -- windowed key layouts: written once, used by the serdes, the runtime and the fallback ----
 
 
-def _time_windowed_writer(inner: Callable[[Any], bytes | None]) -> Callable[[Windowed], bytes]:
+class _TimeWindowedWriter:
     """Kafka's time-windowed key layout: ``inner(key)`` bytes + start (8 bytes, big-endian)."""
 
-    def write(w: Windowed) -> bytes:
-        return (inner(w[0]) or b"") + _PACK_LONG(w[1][0])
+    __slots__ = ("inner",)
 
-    return write
+    def __init__(self, inner: Callable[[Any], bytes | None]) -> None:
+        self.inner = inner
+
+    def __call__(self, w: Windowed) -> bytes:
+        return (self.inner(w[0]) or b"") + _PACK_LONG(w[1][0])
+
+
+def _time_windowed_writer(inner: Callable[[Any], bytes | None]) -> Callable[[Windowed], bytes]:
+    return _TimeWindowedWriter(inner)
+
+
+def time_windowed_parts(serializer: Callable[[Any], Any], start: int
+                        ) -> tuple[Callable[[Any], Any], bytes] | None:
+    """``(inner, packed start)`` of a time-windowed key serializer built here, else ``None``.
+
+    For ``serializer`` from :func:`windowed_serializer` (``session=False``), the bytes of
+    ``Windowed(key, Window(start, end))`` are ``(inner(key) or b"") + packed start``, with the
+    same errors, so that a caller writing many keys of one window packs its start once.
+    """
+    if type(serializer) is not _TimeWindowedWriter:
+        return None
+    return serializer.inner, _PACK_LONG(start)
 
 
 def _session_windowed_writer(inner: Callable[[Any], bytes | None]
@@ -464,7 +490,14 @@ class Serdes:
             return Windowed(inner_deserialize(data[:-8]), window)
 
         name = f"time_windowed({_name_of(inner)}, {size})"
-        return _NamedSerde(name, _checked(_time_windowed_writer(inner.serialize)), from_bytes)
+        serde = _NamedSerde(name, _checked(_time_windowed_writer(inner.serialize)), from_bytes)
+        if type(inner) is _NamedSerde:  # a built-in inner serde: its fast paths, if any
+            if inner.fast_serialize is not None:
+                serde.fast_serialize = _fast_time_windowed(inner.fast_serialize,
+                                                           serde.serialize)
+            if inner.many_from_bytes is not None:
+                serde.many_from_bytes = _many_time_windowed(inner.many_from_bytes, size)
+        return serde
 
     @staticmethod
     def session_windowed(inner: Serde[Any]) -> Serde[Windowed]:
@@ -658,6 +691,8 @@ def fallback_value_bytes(value: Any) -> bytes:
     :raises SerdeError: for a value of another type, or a dict or list that JSON cannot
         write, asking for a value serde.
     """
+    if type(value) is int and -_INT_BIAS <= value < _INT_BIAS:  # the common case first
+        return _PACK_LONG(value)
     encoder = _encoder_of(value)
     if encoder is not None:
         return encoder(value)
@@ -692,10 +727,71 @@ def _serialize_string(value: Any) -> bytes | None:
     return _STRING.serialize(value)  # None, or the serde's own error for anything else
 
 
-_FAST_SERIALIZERS: dict[int, Callable[[Any], bytes | None]] = {
-    id(_LONG): _serialize_long,
-    id(_STRING): _serialize_string,
-}
+def _many_longs(datas: list[Any]) -> list[Any]:
+    """``Serdes.long()`` reading a list of 8-byte ``bytes`` in one unpack."""
+    if datas and set(map(len, datas)) != {8}:
+        raise ValueError("not all 8 bytes long")
+    return list(struct.unpack(f">{len(datas)}q", b"".join(datas)))
+
+
+def _many_strings(datas: list[Any]) -> list[Any]:
+    """``Serdes.string()`` reading a list of ``bytes`` (``TypeError`` for anything else)."""
+    return list(map(bytes.decode, datas))
+
+
+_LONG.fast_serialize, _LONG.many_from_bytes = _serialize_long, _many_longs
+_STRING.fast_serialize, _STRING.many_from_bytes = _serialize_string, _many_strings
+
+
+def _fast_time_windowed(inner: Callable[[Any], bytes | None],
+                        serialize: Callable[[Any], bytes | None]
+                        ) -> Callable[[Any], bytes | None]:
+    """A time-windowed serde's ``serialize`` with the common case first.
+
+    ``inner`` is the inner built-in serde's fast serializer (no user code: calling it again
+    is harmless); anything unusual goes to ``serialize``, which has the serde's errors.
+    """
+
+    def fast(w: Any) -> bytes | None:
+        if type(w) is Windowed:
+            try:
+                start = w[1][0]
+                if type(start) is int:
+                    return (inner(w[0]) or b"") + _PACK_LONG(start)
+            except Exception:  # noqa: BLE001 - the serde's own path raises its error
+                pass
+        return serialize(w)
+
+    return fast
+
+
+def _many_time_windowed(inner: Callable[[list[Any]], list[Any]], size: int
+                        ) -> Callable[[list[Any]], list[Any]]:
+    """A time-windowed serde reading a list of ``bytes`` (see ``many_from_bytes``).
+
+    One unpack of the starts, the inner keys through ``inner``, one :class:`Window` per
+    start.
+    """
+
+    def many(datas: list[Any]) -> list[Any]:
+        if datas and (set(map(type, datas)) != {bytes} or min(map(len, datas)) < 8):
+            raise ValueError("not all bytes of at least 8")
+        starts = struct.unpack(f">{len(datas)}q", b"".join([d[-8:] for d in datas]))
+        keys = inner([d[:-8] for d in datas])
+        windows: dict[int, Window] = {}
+        out = []
+        for key, start in zip(keys, starts, strict=True):
+            window = windows.get(start)
+            if window is None:
+                window = windows[start] = Window(start, min(start + size, LONG_MAX))
+            out.append(_new_tuple(Windowed, (key, window)))
+        return out
+
+    return many
+
+
+_new_tuple = tuple.__new__  # a Windowed of a key and a Window, without its __new__
+_NO_USER_CODE = (_serialize_long, _serialize_string, fallback_key_bytes, fallback_value_bytes)
 
 
 def serializer_of(serde: Serde[Any] | None,
@@ -706,12 +802,43 @@ def serializer_of(serde: Serde[Any] | None,
     :param fallback: :func:`fallback_key_bytes` (the default) for keys,
         :func:`fallback_value_bytes` for values.
 
-    For ``Serdes.long()`` and ``Serdes.string()`` it is a faster function with the same
-    results and errors.
+    For ``Serdes.long()``, ``Serdes.string()`` and time-windowed serdes over them it is a
+    faster function with the same results and errors.
     """
     if serde is None:
         return fallback
-    return _FAST_SERIALIZERS.get(id(serde), serde.serialize)
+    if type(serde) is _NamedSerde and serde.fast_serialize is not None:
+        return serde.fast_serialize
+    return serde.serialize
+
+
+def runs_no_user_code(serializer: Callable[[Any], Any]) -> bool:
+    """Whether ``serializer`` is a built-in function that runs no user code.
+
+    A pure function of its argument (the fallbacks, the string and long serializers): calling
+    it again, e.g. to raise its error elsewhere, is harmless.
+    """
+    return any(serializer is known for known in _NO_USER_CODE)
+
+
+def long_packer_of(serializer: Callable[[Any], Any]) -> Callable[[int], bytes] | None:
+    """The packer behind ``Serdes.long()``'s fast serializer (:func:`serializer_of`).
+
+    It gives the serializer's bytes for an ``int`` (not a ``bool``) in ``[-2**63, 2**63)``;
+    ``None`` for any other serializer.
+    """
+    return _PACK_LONG if serializer is _serialize_long else None
+
+
+def many_deserializer_of(serde: Serde[Any]) -> Callable[[list[Any]], list[Any]] | None:
+    """A function giving ``[serde.deserialize(d) for d in datas]`` for a list of ``bytes``.
+
+    Only built-in serdes that have one (string, long, time-windowed over those): it runs no
+    user code, and raises (any exception) where it cannot read the list; the caller then
+    deserializes one by one, which raises the serde's own error for the first bad item.
+    ``None`` for any other serde.
+    """
+    return serde.many_from_bytes if type(serde) is _NamedSerde else None
 
 
 def windowed_serializer(inner: Serde[Any] | None, session: bool) -> Callable[[Any], bytes]:
@@ -807,6 +934,23 @@ _ROUND_TRIPS: dict[int, Callable[[Any], Any]] = {
 }
 
 
+def _strings_kept(values: list[Any]) -> bool:
+    """Whether :func:`_string_round_trip` gives back each value itself: ASCII ``str``s."""
+    return not values or (set(map(type, values)) == {str} and "".join(values).isascii())
+
+
+def _longs_kept(values: list[Any]) -> bool:
+    """Whether :func:`_long_round_trip` gives back each value itself: ``int``s in range."""
+    return not values or (set(map(type, values)) == {int}
+                          and -(2**63) <= min(values) and max(values) < 2**63)
+
+
+_KEPT_BY_ROUND_TRIPS: dict[int, Callable[[list[Any]], bool]] = {
+    id(_STRING): _strings_kept,
+    id(_LONG): _longs_kept,
+}
+
+
 def round_trip_of(serde: Serde[Any]) -> Callable[[Any], Any] | None:
     """A function giving ``serde.deserialize(serde.serialize(v))`` without the bytes.
 
@@ -816,3 +960,14 @@ def round_trip_of(serde: Serde[Any]) -> Callable[[Any], Any] | None:
     long); its errors are the serializer's.
     """
     return _ROUND_TRIPS.get(id(serde))
+
+
+def round_trip_keeps_of(serde: Serde[Any]) -> Callable[[list[Any]], bool] | None:
+    """A check that :func:`round_trip_of` ``(serde)`` gives back every value of a list itself.
+
+    ``check(values)`` true means: for each value, the round trip returns that very object
+    and raises nothing, so a caller may skip it for the whole list (false says nothing
+    about any one value). ``None`` for a serde without a round trip. Runtime complexity:
+    O(total size of the values), in C.
+    """
+    return _KEPT_BY_ROUND_TRIPS.get(id(serde))

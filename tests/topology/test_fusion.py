@@ -416,3 +416,60 @@ def test_buffered_windows_are_not_tracked_by_the_garbage_collector() -> None:
             entries = [e for window in fused._buffer.values() for e in window.values()]
             assert len(entries) == 3
             assert not any(gc.is_tracked(e) for e in entries)
+
+
+def test_window_key_bytes_agree_with_the_key_serializer_on_odd_results() -> None:
+    """A key serializer giving a bytearray, None, or text a suppression cannot order: the
+    fused step packs each window's start once and must give the same bytes, order, errors
+    and failing node as the separate path."""
+
+    def odd(value: Any) -> Any:
+        if value == "ba":
+            return bytearray(b"ba")
+        if value == "none":
+            return None
+        if value == "text":
+            return "not bytes"
+        return value.encode()
+
+    serde = Serdes.serde_from(odd, bytes.decode, "odd")
+    b = StreamsBuilder()
+    (b.stream("in").group_by_key(Grouped(key_serde=serde))
+     .windowed_by(TimeWindows.of_size_with_no_grace(10)).count(Materialized("S"))
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("final"))
+     .to_stream().to("out"))
+    topology = b.build()
+    rows = [("b", 1, 1, None), ("ba", 1, 2, None), ("a", 1, 3, None), ("none", 1, 4, None),
+            ("ba", 1, 5, None), ("a", 1, 30, None), ("text", 1, 31, None), ("z", 1, 90, None)]
+    for bulk in (False, True):
+        fused = run(topology, rows, fuse=True, debug=False, bulk=bulk)
+        assert fused == run(topology, rows, fuse=False, debug=False, bulk=bulk)
+    per_record = run(topology, rows, fuse=True, debug=False)
+    assert [r[0].key for r in per_record[5][0]] == ["none", "a", "b", "ba"]  # b"" first
+    assert per_record[6][1][0] == "TypeError" and per_record[6][2] == ("final", 6)
+
+
+def test_built_in_value_serializers_fail_at_the_suppression_on_both_paths() -> None:
+    """With byte accounting, a built-in value serializer (long, or no serde) is called
+    directly on the fused step's update path; a value it refuses (a bool, a float, a set)
+    must raise the same error, located at the same node, as on the separate path."""
+    def build_with(value_serde: Any, bad: Any):
+        b = StreamsBuilder()
+        (b.stream("in").group_by_key()
+         .windowed_by(TimeWindows.of_size_with_no_grace(10))
+         .aggregate(lambda: 0, lambda k, v, agg: bad if v == "bad" else agg + 1,
+                    Materialized("S", value_serde=value_serde))
+         .suppress(Suppressed.until_window_closes(
+             BufferConfig.max_bytes(10**9).shut_down_when_full()).with_name("final"))
+         .to_stream().to("out"))
+        return b.build()
+
+    rows = [("a", "v", 1, None), ("a", "v", 2, None), ("b", "v", 3, None),
+            ("a", "bad", 4, None), ("c", "v", 30, None)]
+    for value_serde, bad in ((Serdes.long(), True), (Serdes.long(), 1.5), (None, {1})):
+        topology = build_with(value_serde, bad)
+        for bulk in (False, True):
+            fused = run(topology, rows, fuse=True, debug=False, bulk=bulk)
+            assert fused == run(topology, rows, fuse=False, debug=False, bulk=bulk)
+        per_record = run(topology, rows, fuse=True, debug=False)
+        assert per_record[3][1] is not None and per_record[3][2][0] == "final"

@@ -21,7 +21,7 @@ import itertools
 import os
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from suppress.entry import Headers, RecordContext
@@ -63,9 +63,29 @@ topic; the bytes are given when the sink serialized the record."""
 Output = Callable[[str], Produce]
 """``output(topic)`` gives the function that receives what sinks write to ``topic``."""
 Convert = Callable[[Any], Any]
-InputCodec = tuple[Convert | None, Convert | None, Convert | None, Convert | None]
-"""``(key serializer, value serializer, key deserializer, value deserializer)`` of piped
-records (see :meth:`Task.process_batch`); ``None`` leaves that part as it is."""
+
+
+class InputCodec(NamedTuple):
+    """How the key and value of piped records reach the source (see :meth:`Task.process_batch`).
+
+    Each function ``None`` leaves that part as it is.
+    """
+
+    key_serializer: Convert | None
+    value_serializer: Convert | None
+    key_deserializer: Convert | None
+    value_deserializer: Convert | None
+    keeps: Callable[[Sequence[Any]], bool] | None = None
+    """``keeps(records)`` true: for a list of records, the codec gives back the key and value
+    of every plain ``(key, value, timestamp)`` record themselves and raises nothing, so the
+    list may be processed without it (false says nothing about any one record)."""
+
+
+_new_tuple = tuple.__new__  # a RecordContext of checked values, without its __new__
+
+CODEC_CHECK_RECORDS = 4096
+"""Records of a piped list checked at once by :attr:`InputCodec.keeps` (any size gives the
+same results; a list that fails the check runs through the codec record by record)."""
 
 
 class TaskFailure(NamedTuple):
@@ -308,7 +328,8 @@ class Task:
         if raw is not None:
             raw(key, value, timestamp, offset, topic)  # builds a context only if it needs one
         else:
-            self._entries[topic](key, value, RecordContext(timestamp, offset, topic, 0, headers))
+            self._entries[topic](key, value,
+                                 _new_tuple(RecordContext, (timestamp, offset, topic, 0, headers)))
         if self._stream_schedules:
             self._punctuate_stream_time()
 
@@ -341,7 +362,23 @@ class Task:
 
     def _process_batch(self, topic: str, records: Iterable[Any],
                        other: Callable[[Any], None], codec: InputCodec | None) -> None:
-        """:meth:`process_batch` without its commits."""
+        """:meth:`process_batch` without its commits.
+
+        A list (or tuple) piped through a codec that can tell it keeps records as they are
+        runs in slices of :data:`CODEC_CHECK_RECORDS`, each without the codec where the
+        check says so (only for a sequence: an iterator is not read ahead of processing).
+        """
+        keeps = None if codec is None else codec.keeps
+        if keeps is None or not isinstance(records, list | tuple):
+            self._process_records(topic, records, other, codec)
+            return
+        for i in range(0, len(records), CODEC_CHECK_RECORDS):
+            chunk = records[i:i + CODEC_CHECK_RECORDS]
+            self._process_records(topic, chunk, other, None if keeps(chunk) else codec)
+
+    def _process_records(self, topic: str, records: Iterable[Any],
+                         other: Callable[[Any], None], codec: InputCodec | None) -> None:
+        """:meth:`_process_batch` of ``records`` with or without the codec."""
         self._check_alive()
         forward: Forward | None = None  # resolved at the first plain record
         raw: Callable[..., None] | None = None
@@ -352,7 +389,7 @@ class Task:
         offset = offsets.get(topic, 0)
         stream_time = self.stream_time
         late_n = late_sum = late_max = 0
-        key_ser, value_ser, key_des, value_des = codec if codec is not None else (None,) * 4
+        key_ser, value_ser, key_des, value_des, _ = codec if codec is not None else (None,) * 5
         try:
             for record in records:
                 if type(record) is not tuple or len(record) != 3 or type(record[2]) is not int \
@@ -399,7 +436,8 @@ class Task:
                     if raw is not None:  # the step builds a context only if it needs one
                         raw(key, value, ts, this_offset, topic)
                     else:
-                        forward(key, value, RecordContext(ts, this_offset, topic, 0, ()))
+                        forward(key, value,
+                                _new_tuple(RecordContext, (ts, this_offset, topic, 0, ())))
                 except BaseException as exc:
                     self._fail(exc, topic, this_offset, key, value, ts)
                     raise

@@ -29,11 +29,14 @@ from typing import Any
 from suppress.config import BufferFullStrategy
 
 from ..errors import TopologyError
-from ..grouped import _count_add, _count_init
 from ..runtime.graph import GraphNode
 from ..runtime.processor import InternalProcessor
 from ..runtime.processors import stateless as sp
-from ..runtime.processors.aggregate import WindowedAggregateProcessor
+from ..runtime.processors.aggregate import (
+    WindowedAggregateProcessor,
+    count_adder,
+    count_initializer,
+)
 from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
@@ -318,7 +321,7 @@ def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor,
     windows = proc._windows
     store = next(s for s in topology.stores if s.name == proc._store_name).factory()
     key_ser: Callable[[Any], bytes | None] = getattr(store, "_key_bytes", serializer_of(None))
-    count = proc._initializer is _count_init and proc._aggregator is _count_add
+    count = proc._initializer is count_initializer and proc._aggregator is count_adder
     return WindowSpec(node.name, windows.size_ms, windows.advance_ms, windows.grace_ms, count,
                       proc._initializer, proc._aggregator, key_ser)
 

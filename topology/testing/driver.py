@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import operator
 import os
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -18,10 +19,17 @@ from ..runtime.clock import SystemClock
 from ..runtime.task import (
     DEFAULT_COMMIT_INTERVAL_RECORDS,
     DEFAULT_MAX_FEEDBACK_RECORDS,
+    InputCodec,
     Task,
     TaskFailure,
 )
-from ..serde import Serde, deserialize_from_topic, round_trip_of, serializer_of
+from ..serde import (
+    Serde,
+    deserialize_from_topic,
+    round_trip_keeps_of,
+    round_trip_of,
+    serializer_of,
+)
 from ..topology import Topology
 from .clock import MockClock
 from .output_log import KEYSPACE as OUTPUT_KEYSPACE
@@ -235,10 +243,9 @@ class TopologyTestDriver:
         codec = None
         if key_serializer is not None or value_serializer is not None:
             key_serde, value_serde = self._consumed.get(topic, (None, None))
-            key_ser, key_des = _steps(key_serializer, key_topic_serde, key_serde, topic, "key")
-            value_ser, value_des = _steps(value_serializer, value_topic_serde, value_serde,
-                                          topic, "value")
-            codec = (key_ser, value_ser, key_des, value_des)
+            key = _steps(key_serializer, key_topic_serde, key_serde, topic, "key")
+            value = _steps(value_serializer, value_topic_serde, value_serde, topic, "value")
+            codec = InputCodec(key[0], value[0], key[1], value[1], _keeps(key, value))
         self._task.process_batch(topic, records, other, codec)
 
     def _capture(self, topic: str) -> Callable[..., None]:
@@ -406,28 +413,56 @@ class TopologyTestDriver:
         self.close()
 
 
+Steps = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None,
+              Callable[[list[Any]], bool] | None]
+
+
 def _steps(serializer: Callable[[Any], Any] | None, topic_serde: Serde[Any] | None,
-           source_serde: Serde[Any] | None, topic: str, part: str
-           ) -> tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None]:
+           source_serde: Serde[Any] | None, topic: str, part: str) -> Steps:
     """How one part (key or value) of a piped record reaches the source.
 
-    ``(serialize, deserialize)``: the topic's serializer, then the source's deserializer,
-    whose errors name the topic as :meth:`TopologyTestDriver._pipe`'s do.
+    ``(serialize, deserialize, keeps)``: the topic's serializer, then the source's
+    deserializer, whose errors name the topic as :meth:`TopologyTestDriver._pipe`'s do.
 
     When the topic and the source use the same built-in serde with a round trip
     (``round_trip_of``), serializing then deserializing is that one function, with the same
-    results and errors, and nothing is left to deserialize.
+    results and errors, and nothing is left to deserialize; ``keeps(values)`` then tells
+    whether it gives back every value of a list itself (``round_trip_keeps_of``).
+    ``keeps`` is ``None`` where no such check exists.
     """
     if serializer is None or topic_serde is None:
-        return None, None
+        return None, None, None
     if source_serde is None:
-        return serializer, None
+        return serializer, None, None
     if topic_serde is source_serde:
         round_trip = round_trip_of(topic_serde)
         if round_trip is not None:
-            return round_trip, None
+            return round_trip, None, round_trip_keeps_of(topic_serde)
     return serializer, functools.partial(deserialize_from_topic, source_serde, topic=topic,
-                                         part=part)
+                                         part=part), None
+
+
+def _keeps(key: Steps, value: Steps) -> Callable[[Sequence[Any]], bool] | None:
+    """:attr:`InputCodec.keeps` for records whose key and value take these steps."""
+    key_keeps = key[2] if key[0] is not None else None
+    value_keeps = value[2] if value[0] is not None else None
+    if (key[0] is not None and key_keeps is None) or (
+            value[0] is not None and value_keeps is None):
+        return None  # a part changes (bytes, or another serde's reading)
+
+    def keeps(records: Sequence[Any]) -> bool:
+        if set(map(type, records)) != {tuple}:
+            return False  # TestRecords and the like go their own way: not checked here
+        try:
+            return ((key_keeps is None or key_keeps(list(map(_first, records))))
+                    and (value_keeps is None or value_keeps(list(map(_second, records)))))
+        except IndexError:  # a tuple too short to be a record
+            return False
+
+    return keeps
+
+
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 class SuppressionBuffer:

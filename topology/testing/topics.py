@@ -12,7 +12,12 @@ from suppress.entry import RecordContext
 
 from ..errors import EmptyTopicError
 from ..record import Headers, normalize_headers
-from ..serde import Serde, deserialize_from_topic, deserialize_produced
+from ..serde import (
+    Serde,
+    deserialize_from_topic,
+    deserialize_produced,
+    many_deserializer_of,
+)
 from ..windows import Window, Windowed
 
 if TYPE_CHECKING:
@@ -20,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ("TestInputTopic", "TestOutputTopic", "TestRecord")
 
+_new_tuple = tuple.__new__  # a Windowed of a key and a Window, without its __new__
 
 
 def holder(queue_append: Callable[[], Callable[[Any], None]]) -> Callable[..., None]:
@@ -40,19 +46,15 @@ def holder(queue_append: Callable[[], Callable[[Any], None]]) -> Callable[..., N
         nonlocal append
         if append is None:
             append = queue_append()
-        if type(key) is Windowed and _plain_window(key[1]):
+        if type(key) is Windowed:
             window = key[1]
-            append((key[0], value, ctx[0], ctx[4], key_bytes, value_bytes,
-                    window[0], window[1]))
-        else:
-            append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
+            if type(window) is Window and type(window[0]) is int and type(window[1]) is int:
+                append((key[0], value, ctx[0], ctx[4], key_bytes, value_bytes,
+                        window[0], window[1]))  # a Window of two ints: its parts
+                return
+        append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
 
     return hold
-
-
-def _plain_window(window: Any) -> bool:
-    """Whether a windowed key's window is a ``Window`` of two ints (held as its parts)."""
-    return type(window) is Window and type(window[0]) is int and type(window[1]) is int
 
 
 def _windowed(key: Any, start: int, end: int) -> Windowed:
@@ -62,19 +64,24 @@ def _windowed(key: Any, start: int, end: int) -> Windowed:
 
 def _plain_records(queue: Iterable[tuple[Any, ...]]) -> list[TestRecord]:
     """Records held by the driver, as produced (no serdes); windowed keys rebuilt."""
-    of = TestRecord._of
+    new = object.__new__
     out: list[TestRecord] = []
     append = out.append
     windows: dict[tuple[int, int], Window] = {}  # one Window object per window
     for item in queue:
+        record = new(TestRecord)  # as TestRecord._of, without a call per record
         if len(item) == 6:
-            append(of(item[0], item[1], item[2], item[3]))
-            continue
-        bounds = item[6:]
-        window = windows.get(bounds)
-        if window is None:
-            window = windows[bounds] = Window(*bounds)
-        append(of(Windowed(item[0], window), item[1], item[2], item[3]))
+            record.key = item[0]
+        else:
+            bounds = item[6:]
+            window = windows.get(bounds)
+            if window is None:
+                window = windows[bounds] = Window(*bounds)
+            record.key = _new_tuple(Windowed, (item[0], window))
+        record.value = item[1]
+        record.timestamp = item[2]
+        record.headers = item[3]
+        append(record)
     return out
 
 
@@ -323,9 +330,42 @@ class TestOutputTopic:
         if self._plain:  # the objects as produced: one loop, no per-record method call
             out = _plain_records(queue)
         else:
-            out = [self._convert(item) for item in queue]
+            items = list(queue)
+            read = self._read_all(items)
+            out = read if read is not None else [self._convert(item) for item in items]
         queue.clear()
         return out
+
+    def _read_all(self, items: list[tuple[Any, ...]]) -> list[TestRecord] | None:
+        """:meth:`_convert` of every item, each part read by its serde at once.
+
+        Only where each serde has a reader of many (:func:`~topology.serde.
+        many_deserializer_of`, built-ins that run no user code) and every item is plain
+        (bytes written by the sink, a valid timestamp); ``None`` otherwise, or if a reader
+        fails, and then the items are converted one by one, which raises the first error.
+        """
+        key_serde, value_serde = self._key_serde, self._value_serde
+        many_keys = None if key_serde is None else many_deserializer_of(key_serde)
+        many_values = None if value_serde is None else many_deserializer_of(value_serde)
+        if (key_serde is not None and many_keys is None) or (
+                value_serde is not None and many_values is None):
+            return None
+        timestamps = [item[2] for item in items]
+        if items and (set(map(type, timestamps)) != {int} or min(timestamps) < 0):
+            return None
+        try:
+            if many_keys is None:
+                keys = [item[0] if len(item) == 6 else _windowed(item[0], item[6], item[7])
+                        for item in items]
+            else:
+                keys = many_keys([item[4] for item in items])
+            values = ([item[1] for item in items] if many_values is None
+                      else many_values([item[5] for item in items]))
+        except Exception:  # noqa: BLE001 - one by one, the serde raises its own error
+            return None
+        of = TestRecord._of
+        return [of(key, value, item[2], normalize_headers(item[3]) if item[3] else ())
+                for key, value, item in zip(keys, values, items, strict=True)]
 
     def read_values_to_list(self) -> list[Any]:
         """Every unread value."""

@@ -27,7 +27,9 @@ user code that raises included, and compares outputs, errors, drops, metrics, st
 and the suppression's stream time after every record.
 
 Entry fields: ``(value, timestamp, old, context, prior, topic, key bytes)``, plus ``(size,
-prior bytes, value bytes)`` when bytes are tracked (a ``max_bytes`` limit or DEBUG metrics).
+prior bytes, value bytes, fixed size)`` when bytes are tracked (a ``max_bytes`` limit or DEBUG
+metrics); the fixed size is the part of :func:`~suppress.entry.entry_size` that an update
+does not change (8 + key bytes + prior bytes).
 Records piped in bulk without headers arrive through :meth:`FusedFinalResults.raw_entry` as
 ``(key, value, timestamp, offset, topic)``; their entry keeps the offset in place of the
 context and the topic beside it (``None`` otherwise), and the context is built only when the
@@ -47,9 +49,10 @@ from suppress.errors import BufferFullError
 from suppress.processor import SuppressMetrics
 from suppress.time import is_window_closed, window_close_time
 
+from ...serde import long_packer_of, runs_no_user_code
 from ...windows import Window, Windowed
 from ..processor import Forward
-from .aggregate import WindowedAggregateProcessor
+from .aggregate import WindowedAggregateProcessor, count_adder, count_initializer
 from .suppress import SuppressNodeProcessor
 from .table import log_null_key
 
@@ -59,8 +62,10 @@ if TYPE_CHECKING:
 __all__ = ("FusedFinalResults", "can_fuse")
 
 _VALUE, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _KEY_BYTES = range(7)  # entry fields (docstring)
-_SIZE, _PRIOR_BYTES, _VALUE_BYTES = 7, 8, 9  # and with byte tracking
+_SIZE, _PRIOR_BYTES, _VALUE_BYTES, _FIXED = 7, 8, 9, 10  # and with byte tracking
 LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
+_new_tuple = tuple.__new__  # a named tuple of values known to be valid, without its __new__
 
 
 def can_fuse(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
@@ -79,7 +84,7 @@ def can_fuse(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
 
 def _context(timestamp: int, offset: int, topic: str) -> RecordContext:
     """The context of a record piped without headers."""
-    return RecordContext(timestamp, offset, topic, 0, ())
+    return _new_tuple(RecordContext, (timestamp, offset, topic, 0, ()))
 
 
 def _emitted_context(entry: tuple[Any, ...]) -> RecordContext:
@@ -119,6 +124,7 @@ class FusedFinalResults:
         self._engine = suppress.engine  # its stream time is the suppression's
         self._buffer: dict[int, dict[Any, tuple[Any, ...]]] = {}  # start -> key -> entry
         self._starts: list[int] = []  # heap of the buffer's window starts
+        self._next_close = LONG_MAX  # window_close_time of the oldest buffered window
         self._count = 0
         self._bytes = 0  # kept only when tracking bytes
         cfg = suppress.suppressed.buffer_config
@@ -144,7 +150,7 @@ class FusedFinalResults:
         building the context.
         """
         if self._windows.advance_ms == self._size and not self._debug:
-            return self._tumbling_step()
+            return self._tumbling_step()  # (sampling needs _after_put after every put)
         process = self.process
 
         def with_context(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
@@ -167,61 +173,159 @@ class FusedFinalResults:
     def _tumbling_step(self) -> Callable[[Any, Any, int, int, str], None]:
         """The raw entry for tumbling windows, as a closure over local names.
 
-        The hot path of final results: an update to a key already buffered in the window
-        last written, with the window open and nothing due, touches the store bucket and the
-        buffer entry only. Everything else goes through :meth:`_update`, which is the
-        general form of the same steps.
+        The hot path of final results: a record for the window last written, while that
+        window is open, either updates a key buffered there or adds a key new to it (absent
+        from both the store bucket and the buffer); it touches that bucket and the buffer's
+        dict of the window only, and runs :meth:`_after_put` only when the suppression's
+        time reached the oldest buffered window's close (or a limit or sampling needs it).
+        Everything else goes through :meth:`_update`, the general form of the same steps in
+        the same order.
         """
         agg, store, task, engine = self._agg, self._store, self._task, self._engine
         size, grace = self._size, self._grace
-        aggregator = self._aggregator
-        update, tracked = self._update, self._tracked
+        aggregator, initializer = self._aggregator, self._initializer
+        update, after_put = self._update, self._after_put
         track = self._track_bytes
+        value_bytes = self._node.value_bytes
+        last_topic: str | None = None
+        last_context_bytes = 0
+        # a built-in value serializer is called directly; its error, if any, is raised again
+        # through the node (value_bytes), so that it is located there as on the other path
+        value_ser = self._node.value_serializer
+        pure_value_ser = value_ser if runs_no_user_code(value_ser) else None
+        long_pack = long_packer_of(value_ser)
+
+        def sized_value(value: Any) -> bytes | None:
+            """``value_bytes(value)``, a built-in serializer called directly (see above)."""
+            if pure_value_ser is None or value is None:
+                return value_bytes(value)
+            try:
+                return pure_value_ser(value)
+            except Exception:  # noqa: BLE001 - raised again at the node
+                return value_bytes(value)
+
+        # count(): its aggregator adds 1, its initializer gives 0 (same results, no calls)
+        counting = aggregator is count_adder and initializer is count_initializer
         last_start, last_version, last_close = -1, -1, -1
         last_bucket: dict[Any, Any] = {}
         last_entries: dict[Any, tuple[Any, ...]] = {}
-        starts = self._starts
-        # _after_put has work only when sampling, bounded, or the oldest window closed.
-        always_after = self._debug or self._records_limit is not None \
-            or self._bytes_limit is not None
+        last_key_bytes = self._window_key_bytes(-1)
+        # _after_put has work only when the oldest window closed or a limit is exceeded
+        # (limits as numbers no count or size reaches when unset: one comparison each)
+        max_count = LONG_MAX if self._records_limit is None else self._records_limit
+        max_bytes = LONG_MAX if self._bytes_limit is None else self._bytes_limit
 
         def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
             nonlocal last_start, last_version, last_close, last_bucket, last_entries
+            nonlocal last_key_bytes, last_topic, last_context_bytes
             if key is None:
                 log_null_key(task, _context(ts, offset, topic))
                 return
-            if ts > agg.stream_time:
-                agg.stream_time = ts
+            now = agg.stream_time
+            if ts > now:
+                agg.stream_time = now = ts
             start = ts - ts % size
-            if start == last_start and store.layout_version == last_version \
-                    and agg.stream_time < last_close:  # the window is still open
-                item = last_bucket.get(key)
+            if start == last_start and now < last_close \
+                    and store.layout_version == last_version:  # the window is still open
                 entry = last_entries.get(key)
-                if item is not None and entry is not None:
+                item = last_bucket.get(key)
+                if item is not None and entry is not None:  # an update of a buffered key
                     old = item[0]
-                    new = aggregator(key, value, old)
-                    out_ts = item[1] if item[1] > ts else ts
+                    new = old + 1 if counting else aggregator(key, value, old)
+                    out_ts = item[1]
+                    if ts > out_ts:
+                        out_ts = ts
                     if new is None:
                         store.put_with_timestamp(key, None, start, out_ts)  # a delete
                     else:
                         last_bucket[key] = (new, out_ts)
+                    # nothing is newly due unless the suppression's time moves: after every
+                    # step, no buffered window is closed at it (see _after_put)
+                    due = False
                     if out_ts > engine.stream_time:
                         engine.stream_time = out_ts
-                    if track:
-                        last_entries[key] = tracked(entry, key, start, new, out_ts, old,
-                                                    offset, topic)
+                        if out_ts >= self._next_close:
+                            due = True
+                    if track:  # _tracked of an update, inline: the same calls, in order
+                        prior_bytes = entry[_PRIOR_BYTES]
+                        new_bytes: bytes | None
+                        old_bytes = (entry[_VALUE_BYTES] if old is entry[_VALUE]
+                                     else value_bytes(old))
+                        if long_pack is not None and type(new) is int \
+                                and LONG_MIN <= new <= LONG_MAX:  # as Serdes.long() writes it
+                            new_bytes = long_pack(new)
+                        elif pure_value_ser is None or new is None:
+                            new_bytes = value_bytes(new)
+                        else:
+                            try:
+                                new_bytes = pure_value_ser(new)
+                            except Exception:  # noqa: BLE001 - raised again at the node
+                                new_bytes = value_bytes(new)
+                        if topic is not last_topic:  # the context's size, per topic
+                            last_topic = topic
+                            last_context_bytes = self._context_size(offset, topic)
+                        context_bytes = last_context_bytes
+                        # entry_size(key bytes, prior, old, new, context): its fixed part
+                        # kept (see _tracked), the rest inline
+                        sized = entry[_FIXED] + context_bytes
+                        if old_bytes is not None and old_bytes != prior_bytes:
+                            sized += len(old_bytes)
+                        if new_bytes is not None:
+                            sized += len(new_bytes)
+                        self._bytes += sized - entry[_SIZE]
+                        last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
+                                             entry[_KEY_BYTES], sized, prior_bytes, new_bytes,
+                                             entry[_FIXED])
                     else:
                         last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
                                              entry[_KEY_BYTES])
-                    if always_after or (starts and is_window_closed(
-                            starts[0] + size, grace, engine.stream_time)):
-                        self._after_put(size)
+                    if due or self._count > max_count or self._bytes > max_bytes:
+                        after_put(size)
+                    return
+                if item is None and entry is None:  # a key new to the window
+                    if counting:
+                        old, new = 0, 1
+                    elif initializer is None:  # reduce: the first value starts it
+                        old, new = None, value
+                    else:
+                        old = initializer()
+                        new = aggregator(key, value, old)
+                    if new is None:
+                        store.put_with_timestamp(key, None, start, ts)  # a delete
+                    else:
+                        last_bucket[key] = (new, ts)
+                    due = False
+                    if ts > engine.stream_time:
+                        engine.stream_time = ts
+                        if ts >= self._next_close:
+                            due = True
+                    if track:  # _tracked of a new entry, inline: the same calls, in order
+                        key_bytes = last_key_bytes(key)
+                        prior_bytes = sized_value(old)
+                        new_bytes = sized_value(new)
+                        if topic is not last_topic:
+                            last_topic = topic
+                            last_context_bytes = self._context_size(offset, topic)
+                        fixed = entry_size(key_bytes, prior_bytes, None, None, 0)
+                        sized = entry_size(key_bytes, prior_bytes, prior_bytes, new_bytes,
+                                           last_context_bytes)
+                        self._bytes += sized
+                        last_entries[key] = (new, ts, old, offset, old, topic, key_bytes, sized,
+                                             prior_bytes, new_bytes, fixed)
+                    else:
+                        last_entries[key] = (new, ts, old, offset, old, topic,
+                                             last_key_bytes(key))
+                    self._count += 1
+                    if due or self._count > max_count or self._bytes > max_bytes:
+                        after_put(size)
                     return
             update(key, value, None, (offset, topic), ts, start)
             if start != last_start or store.layout_version != last_version:
                 entries = self._buffer.get(start)
                 bucket = store.bucket(start) if entries is not None else None
                 if bucket is not None and entries is not None:
+                    if start != last_start:
+                        last_key_bytes = self._window_key_bytes(start)
                     last_start, last_bucket, last_entries = start, bucket, entries
                     last_version = store.layout_version
                     last_close = window_close_time(start + size, grace)
@@ -249,12 +353,13 @@ class FusedFinalResults:
         if entries is None:
             entries = self._buffer[start] = {}
             heapq.heappush(self._starts, start)
+            self._next_close = window_close_time(self._starts[0] + size, self._grace)
         entry = entries.get(key)
         stored, topic = (ctx, None) if raw is None else raw
         if self._track_bytes:
             entries[key] = self._tracked(entry, key, start, new, out_ts, old, stored, topic)
         elif entry is None:
-            key_bytes = self._node.key_bytes(Windowed(key, self._window(start)))
+            key_bytes = self._window_key_bytes(start)(key)
             entries[key] = (new, out_ts, old, stored, old, topic, key_bytes)
         else:
             entries[key] = (new, out_ts, old, stored, entry[_PRIOR], topic, entry[_KEY_BYTES])
@@ -285,15 +390,23 @@ class FusedFinalResults:
             window = self._windows_cache[start] = Window(start, start + self._size)
         return window
 
+    def _window_key_bytes(self, start: int) -> Callable[[Any], bytes]:
+        """``key`` -> the suppression's bytes of ``Windowed(key, window at start)``."""
+        return self._node.window_key_bytes(self._window(start))
+
     def _tracked(self, entry: tuple[Any, ...] | None, key: Any, start: int, new: Any,
-                 out_ts: int, old: Any, stored: Any, topic: str | None) -> tuple[Any, ...]:
+                 out_ts: int, old: Any, stored: Any, topic: str | None,
+                 window_key_bytes: Callable[[Any], bytes] | None = None) -> tuple[Any, ...]:
         """The entry after an update (``entry`` None: a new one), sized; the total adjusted.
 
         ``stored``/``topic``: the context, or a raw record's offset and topic.
+        ``window_key_bytes``: :meth:`_window_key_bytes` of ``start``, if at hand.
         """
         node = self._node
         if entry is None:
-            key_bytes = node.key_bytes(Windowed(key, self._window(start)))
+            if window_key_bytes is None:
+                window_key_bytes = self._window_key_bytes(start)
+            key_bytes = window_key_bytes(key)
             prior, prior_bytes = old, node.value_bytes(old)
             old_bytes, previous = prior_bytes, 0
         else:
@@ -302,10 +415,14 @@ class FusedFinalResults:
             # the old value is usually the entry's previous value, whose bytes are known
             old_bytes = entry[_VALUE_BYTES] if old is value else node.value_bytes(old)
         new_bytes = node.value_bytes(new)
-        size = entry_size(key_bytes, prior_bytes, old_bytes, new_bytes,
-                          self._context_size(stored, topic))
+        context_bytes = None if topic is None else self._topic_sizes.get(topic)
+        if context_bytes is None:
+            context_bytes = self._context_size(stored, topic)
+        size = entry_size(key_bytes, prior_bytes, old_bytes, new_bytes, context_bytes)
         self._bytes += size - previous
-        return (new, out_ts, old, stored, prior, topic, key_bytes, size, prior_bytes, new_bytes)
+        fixed = entry_size(key_bytes, prior_bytes, None, None, 0)  # the part updates keep
+        return (new, out_ts, old, stored, prior, topic, key_bytes, size, prior_bytes, new_bytes,
+                fixed)
 
     def _context_size(self, stored: Any, topic: str | None) -> int:
         """``context_size`` of an entry's context, memoized per topic without headers."""
@@ -332,17 +449,26 @@ class FusedFinalResults:
             start = starts[0]
             window = self._window(start)
             entries = self._buffer[start]
-            for key, entry in sorted(entries.items(), key=_by_key_bytes):
+            items = list(entries.items())
+            key_bytes = [entry[_KEY_BYTES] for entry in entries.values()]
+            # by key bytes; equal bytes keep their buffering order (a stable sort)
+            for i in sorted(range(len(items)), key=key_bytes.__getitem__):
+                key, entry = items[i]
                 new = entry[_VALUE]
                 if new is not None:  # a window that ended deleted has no final result
                     metrics.emit_total += 1
-                    forward(Windowed(key, window), new, entry[_OLD], _emitted_context(entry))
+                    topic = entry[_TOPIC]
+                    forward(_new_tuple(Windowed, (key, window)), new, entry[_OLD],
+                            _emitted_context(entry) if topic is None else
+                            _new_tuple(RecordContext, (entry[_TS], entry[_CTX], topic, 0, ())))
                 del entries[key]
                 self._count -= 1
                 if self._track_bytes:
                     self._bytes -= entry[_SIZE]
             heapq.heappop(starts)
             del self._buffer[start]
+            self._next_close = (window_close_time(starts[0] + size, grace) if starts
+                                else LONG_MAX)
 
     # -- the suppression as observers see it ---------------------------------------------------
 

@@ -9,7 +9,7 @@ from suppress.entry import RecordContext
 
 from ...errors import InvalidTimestampError, StoreError
 from ...record import Record
-from ...serde import Serde
+from ...serde import Serde, serializer_of
 from ..api import Processor, PunctuationType
 from ..processor import Forward, InternalProcessor
 from .table import log_null_key
@@ -163,6 +163,9 @@ class SinkProcessor(InternalProcessor):
         self.topic = topic
         self._key_serde = key_serde
         self._value_serde = value_serde
+        # the serdes' serialize functions (a built-in's with its common case first)
+        self._key_ser = None if key_serde is None else serializer_of(key_serde)
+        self._value_ser = None if value_serde is None else serializer_of(value_serde)
 
     def init(self, task: Task) -> None:
         """Resolve the topic name and bind the task's producer for it."""
@@ -188,8 +191,8 @@ class SinkProcessor(InternalProcessor):
         ts = ctx[0]
         if type(ts) is not int or not 0 <= ts <= LONG_MAX:
             raise invalid_timestamp(self.name, ts)
-        kb = None if self._key_serde is None else self._key_serde.serialize(key)
-        vb = None if self._value_serde is None else self._value_serde.serialize(value)
+        kb = None if self._key_ser is None else self._key_ser(key)
+        vb = None if self._value_ser is None else self._value_ser(value)
         self._produce(key, value, ctx, kb, vb)
 
 

@@ -19,7 +19,9 @@ from suppress.processor import SuppressProcessor
 from suppress.spill import OrderedByteStore, SpillBackend
 from suppress.time import NO_TIMESTAMP
 
+from ...serde import time_windowed_parts
 from ...state.codec import StateCodecError, decode, encode
+from ...windows import Window, Windowed
 from ..processor import Entry, ForwardChange, InternalProcessor
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ("SuppressNodeProcessor",)
 
 _TYPE_IN_MESSAGE = re.compile(r"a value of type (\S+)")
+_new_tuple = tuple.__new__  # a Windowed of a key and a Window, without its __new__
 
 
 class SuppressNodeProcessor(InternalProcessor):
@@ -131,13 +134,13 @@ class SuppressNodeProcessor(InternalProcessor):
         return SpillBackend(open_store, task.commit_state, encode_spilled, decode)
 
     def change_entry(self) -> ForwardChange:
-        """The engine's ``process_change``; :meth:`process_change` when it must see records.
+        """The engine's change entry; :meth:`process_change` when it must see records.
 
         That is with a state directory (dirty keys) or idle close (records seen).
         """
         if self._durable or self._idle is not None:
             return self.process_change
-        return self.engine.process_change
+        return self.engine.change_entry()
 
     def connect(self, children: Sequence[Entry]) -> None:
         """Bind the forwards, and let the engine emit straight to the children."""
@@ -197,9 +200,34 @@ class SuppressNodeProcessor(InternalProcessor):
             buffer.put(time, key, new, prior, ctx)  # a new entry: its prior is ``prior``
             buffer.put(time, key, new, old, ctx)  # then its latest change
 
-    def key_bytes(self, key: Any) -> bytes:
-        """``key``'s bytes, as this suppression's buffer orders it (see ``serialized_key``)."""
-        return serialized_key(self.key_serializer, key)
+    def key_bytes(self, key: Any, data: Any = None) -> bytes:
+        """``key``'s bytes, as this suppression's buffer orders it (see ``serialized_key``).
+
+        ``data``: what the key serializer gave for ``key``, if it was called already.
+        """
+        if data is None:
+            return serialized_key(self.key_serializer, key)
+        return serialized_key(lambda _: data, key)
+
+    def window_key_bytes(self, window: Window) -> Callable[[Any], bytes]:
+        """``key`` -> :meth:`key_bytes` of ``Windowed(key, window)``, for many keys of a window.
+
+        The same bytes and errors; for the built-in time-windowed layout the window's start
+        is packed once. (The function refers to this node, so that an error raised in it is
+        located here, as one raised in :meth:`key_bytes`.)
+        """
+        parts = time_windowed_parts(self.key_serializer, window[0])
+        if parts is None:
+            return lambda key: self.key_bytes(_new_tuple(Windowed, (key, window)))
+        inner, packed = parts
+
+        def of(key: Any) -> bytes:
+            data = (inner(key) or b"") + packed
+            if type(data) is bytes:
+                return data
+            return self.key_bytes(_new_tuple(Windowed, (key, window)), data)
+
+        return of
 
     def value_bytes(self, value: Any) -> bytes | None:
         """``value``'s bytes for byte accounting (``None`` for ``None``)."""
