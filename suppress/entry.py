@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple, final
 
-__all__ = ("BufferedEntry", "Headers", "RecordContext", "context_size", "entry_size")
+__all__ = ("BufferedEntry", "Headers", "RecordContext", "change_size", "context_size",
+           "entry_size")
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -61,14 +62,26 @@ def entry_size(
     """Kafka's (2.4+) size of one buffered entry, in bytes: the one place the formula lives.
 
     8 (buffer time) + key + prior + old (only when not byte-equal to prior) + new + the
-    context's size (:func:`context_size`).
+    context's size (:func:`context_size`). An update of a buffered entry keeps its prior, so
+    a caller may keep ``entry_size(key_bytes, prior, None, None, 0)`` and add
+    :func:`change_size` and the context's size per update.
 
     >>> entry_size(b"asdf", None, None, b"23roni", context_size(RecordContext(0, 0, "topic")))
     43
     """
-    size = 8 + len(key_bytes) + context_bytes
+    size = 8 + len(key_bytes) + context_bytes + change_size(prior, old, new)
     if prior is not None:
         size += len(prior)
+    return size
+
+
+def change_size(prior: bytes | None, old: bytes | None, new: bytes | None) -> int:
+    """The part of :func:`entry_size` that an update changes: old (unless equal to prior) + new.
+
+    >>> change_size(b"1", b"1", b"22"), change_size(b"1", b"0", None)
+    (2, 1)
+    """
+    size = 0
     if old is not None and old != prior:
         size += len(old)
     if new is not None:

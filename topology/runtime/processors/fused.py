@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from suppress.config import BufferFullStrategy
-from suppress.entry import RecordContext, context_size, entry_size
+from suppress.entry import RecordContext, change_size, context_size, entry_size
 from suppress.errors import BufferFullError
 from suppress.processor import SuppressMetrics
 from suppress.time import is_window_closed, window_close_time
@@ -265,13 +265,9 @@ class FusedFinalResults:
                             last_topic = topic
                             last_context_bytes = self._context_size(offset, topic)
                         context_bytes = last_context_bytes
-                        # entry_size(key bytes, prior, old, new, context): its fixed part
-                        # kept (see _tracked), the rest inline
-                        sized = entry[_FIXED] + context_bytes
-                        if old_bytes is not None and old_bytes != prior_bytes:
-                            sized += len(old_bytes)
-                        if new_bytes is not None:
-                            sized += len(new_bytes)
+                        # entry_size: its fixed part kept (see _tracked), the rest per update
+                        sized = (entry[_FIXED] + context_bytes
+                                 + change_size(prior_bytes, old_bytes, new_bytes))
                         self._bytes += sized - entry[_SIZE]
                         last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
                                              entry[_KEY_BYTES], sized, prior_bytes, new_bytes,
