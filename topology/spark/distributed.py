@@ -16,6 +16,10 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
   (:mod:`topology.spark._time_limit`); it needs the RocksDB state store;
+- a stream's ``join``/``left_join`` with a versioned table source runs the same way: table
+  updates and stream records in one ``transformWithStateInPandas``, grouped by a hash
+  bucket of the key, each bucket's table history one state value, the lookup done by the
+  library's own versioned store and join processor (:mod:`topology.spark._join`);
 - what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
   output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`).
 
