@@ -212,10 +212,10 @@ def test_stateless_steps_a_reduce_and_a_branch_into_parquet_and_callable_sinks(
 
 # -- until_time_limit in batched transformWithState processors ---------------------------------
 
-def rate_limited_levels() -> Topology:
+def rate_limited_levels(config: Any = None) -> Topology:
     b = StreamsBuilder()
     (b.table("levels", Consumed(key_serde=S, value_serde=L))
-     .suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .suppress(Suppressed.until_time_limit(50, config or BufferConfig.unbounded()))
      .to_stream()
      .map_values(lambda level: None if level is None else level * 10)
      .to("levels-limited"))
@@ -334,6 +334,42 @@ def test_table_updates_before_out_of_order_payments(rocksdb_state: Any, tmp_path
     assert as_multiset(got) == as_multiset(expected)
 
 
+def test_a_bounded_time_limit_runs_in_one_bucket_as_the_driver(rocksdb_state: Any,
+                                                              tmp_path: Path) -> None:
+    """max_records(3), emit early: the bound is the whole buffer's, as in a task."""
+    data = level_rows(seed=9, n=150)
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
+    topology = rate_limited_levels(BufferConfig.max_records(3).emit_early_when_full())
+    out = sinks.memory()
+    DistributedRunner(topology, sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                      sinks={"levels-limited": out},
+                      checkpoint_dir=str(tmp_path / "chk")).run_available()
+    expected = driver_records(rate_limited_levels(BufferConfig.max_records(3)
+                                                  .emit_early_when_full()),
+                              data, "levels-limited")
+    unbounded = driver_records(rate_limited_levels(), data, "levels-limited")
+    assert len(expected) > len(unbounded)  # the bound emitted keys early
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+
+
+def test_a_full_buffer_that_shuts_down_fails_the_query(rocksdb_state: Any, tmp_path: Path
+                                                      ) -> None:
+    data = level_rows(seed=9, n=40)
+    write_parquet(tmp_path / "in", [kafka_table(data)])
+    topology = rate_limited_levels(BufferConfig.max_records(3).shut_down_when_full())
+    with TopologyTestDriver(topology) as driver, pytest.raises(Exception) as in_driver:
+        levels = driver.create_input_topic("levels", Serdes.bytes(), Serdes.bytes())
+        for _, key, value, ts in data:
+            levels.pipe_input(key, value, timestamp=ts)
+    runner = DistributedRunner(topology,
+                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                               sinks={"levels-limited": sinks.memory()},
+                               checkpoint_dir=str(tmp_path / "chk"))
+    with pytest.raises(Exception) as in_spark:
+        runner.run_available()
+    assert str(in_driver.value).splitlines()[0][:60] in str(in_spark.value)
+
+
 def test_a_time_limit_needs_the_rocksdb_state_store(spark: Any, tmp_path: Path) -> None:
     if spark.conf.get(PROVIDER, None) == ROCKSDB_PROVIDER:
         pytest.skip("the session already uses RocksDB")
@@ -351,14 +387,6 @@ def _time_limited_windows() -> Topology:
     b = StreamsBuilder()
     (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
      .count().suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
-     .to_stream().to("out"))
-    return b.build()
-
-
-def _bounded_time_limit() -> Topology:
-    b = StreamsBuilder()
-    (b.table("levels")
-     .suppress(Suppressed.until_time_limit(50, BufferConfig.max_records(3)))
      .to_stream().to("out"))
     return b.build()
 
@@ -415,14 +443,13 @@ def _two_aggregations() -> Topology:
 
 @pytest.mark.parametrize(("topology", "node", "why"), [
     (_time_limited_windows, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
-    (_bounded_time_limit, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
     (_join_without_history, "KSTREAM-JOIN-0000000004", "only a join with a versioned table"),
     (_versioned_table_read_twice, "KTABLE-SOURCE-0000000001", "nothing else reading"),
     (_two_joins, "KSTREAM-LEFTJOIN-0000000005", "one stateful aggregation or join"),
     (_every_update, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
     (_bounded_final, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
     (_two_aggregations, "KSTREAM-AGGREGATE-0000000008", "one stateful aggregation"),
-], ids=["time-limit-on-windows", "bounded-time-limit", "join-without-history",
+], ids=["time-limit-on-windows", "join-without-history",
         "versioned-table-read-twice", "two-joins", "every-update",
         "bounded-buffer", "two-aggregations"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,

@@ -10,18 +10,19 @@
   ``suppress(until_window_closes(...))`` with an unbounded (or spilling) buffer, followed by
   ``to_stream()``. It becomes Spark's ``withWatermark`` + ``groupBy(window(...))``
   aggregation in append mode.
-- or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``
-  with an unbounded (or spilling) buffer, followed by ``to_stream()``: run in Spark's
-  ``transformWithStateInPandas`` by :mod:`topology.spark._time_limit`;
+- or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
+  followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
+  :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
 - or **join**: a stream's ``join``/``left_join`` (with or without ``grace``) with a versioned
   table source that nothing else reads: both run in one ``transformWithStateInPandas``
   (:mod:`topology.spark._join`); the join node heads the post chain there;
 - **post**: the stateless stream nodes after that ``to_stream()`` (or join), up to output
   topics.
 
-Everything else (other tables, joins with tables without history, unsuppressed windowed aggregations, bounded buffers,
-user processors, session or sliding windows, a second stateful node) is refused with a
-:class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
+Everything else (other tables, joins with tables without history, unsuppressed windowed
+aggregations, bounded buffers of final results, user processors, session or sliding windows,
+a second stateful node) is refused with a :class:`UnsupportedTopologyError` naming the node,
+before any Spark query is defined.
 """
 
 from __future__ import annotations
@@ -109,6 +110,10 @@ class TimeLimitSpec:
     delay_ms: int
     key_serializer: Callable[[Any], bytes | None]
     """The suppression's key bytes: its eviction order, and the bucket of a key."""
+    buffer_config: Any = None
+    """A bounded buffer's config (``max_records``/``max_bytes``, emit early or shut down);
+    ``None``: unbounded (a spilling buffer's output is the unbounded one). A bounded buffer
+    runs in one bucket, where the bound is the task's."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +177,7 @@ def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyErr
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
         f"stateless stream steps, one time-windowed count/reduce/aggregate with "
         f"suppress(until_window_closes(unbounded)) + to_stream(), one table with "
-        f"suppress(until_time_limit(d, unbounded)) + to_stream(), or one stream's join or "
+        f"suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads; "
         f"ForeachBatchRunner runs every topology")
 
@@ -216,7 +221,11 @@ def compile_topology(topology: Topology) -> Plan:
             to_streams = [g for c in node.children for g in c.children]
         elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
             stateful = _check_time_limit(node, proc, procs)
-            limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer)
+            config = proc.suppressed.buffer_config
+            bounded = config.is_bounded and \
+                config.strategy is not BufferFullStrategy.SPILL_TO_DISK
+            limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer,
+                                  config if bounded else None)
             to_streams = list(node.children)
         elif isinstance(proc, StreamTableJoinProcessor):
             table = _check_join(node, proc, procs, topology)
@@ -343,17 +352,12 @@ def _check_time_limit(node: GraphNode, proc: SuppressNodeProcessor,
     from ..runtime.processors.stateless import TableSourceWithoutStore
     from ..runtime.processors.table import TableSourceProcessor
 
-    config = proc.suppressed.buffer_config
     parent = node.parents[0] if len(node.parents) == 1 else None
     if parent is None or not isinstance(procs[parent.name], TableSourceProcessor
                                         | TableSourceWithoutStore) or \
             parent.children != [node] or parent.parents[0].children != [parent]:
         raise _refuse(node, proc, "until_time_limit is compiled only right on a table source "
                       "(b.table(topic).suppress(...)) that nothing else reads")
-    if config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK:
-        raise _refuse(node, proc, f"a bounded buffer ({config.strategy.name.lower()} when "
-                      f"full) has no distributed equivalent: the buffer is split by key over "
-                      f"Spark's tasks (use BufferConfig.unbounded())")
     for child in node.children:
         if not isinstance(procs[child.name], ToStreamProcessor):
             raise _refuse(child, procs[child.name], "after a compiled suppression only "

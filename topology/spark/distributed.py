@@ -200,7 +200,7 @@ class DistributedRunner:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        from ._time_limit import BUCKETS, TimeLimitProcessor
+        from ._time_limit import TimeLimitProcessor, buckets
 
         limit = self._plan.limit
         assert limit is not None
@@ -208,7 +208,7 @@ class DistributedRunner:
         for other in frames[1:]:
             rows = rows.unionByName(other)
         rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
-                .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)))
+                .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(buckets(limit))))
                 # Spark drops input at or below the watermark, which starts at 0: event times
                 # are shifted by 1 ms, and the delay of 1 ms gives back the largest timestamp
                 # of the earlier micro-batches as the watermark
