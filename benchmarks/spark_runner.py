@@ -64,19 +64,22 @@ runner durable / driver durable                                      0.73x     1
 ==================================  ========  ========  ========  ========  ========
 
 DistributedRunner (``--distributed-only``; the same machine, load average 4 to 7; runs 2 and 3
-also with the time-limited table):
+also with the time-limited table, run 4 also with the as-of join, beside a test run for part
+of it):
 
-=============================================  ==========  ==========  ==========
-records/s                                      run 1       run 2       run 3
-=============================================  ==========  ==========  ==========
-Spark windowed count + watermark                   47,730      35,202      47,200
-distributed count() (Spark's own count)            50,133      34,362      45,203
-distributed map_values + reduce()                  12,027       8,394      10,861
-distributed table until_time_limit (TWS)                        8,833      11,541
-count / Spark's own                                 1.05x       0.98x       0.96x
-reduce / Spark's own                                0.25x       0.24x       0.23x
-until_time_limit / Spark's own                                  0.25x       0.24x
-=============================================  ==========  ==========  ==========
+=============================================  ==========  ==========  ==========  ==========
+records/s                                      run 1       run 2       run 3       run 4
+=============================================  ==========  ==========  ==========  ==========
+Spark windowed count + watermark                   47,730      35,202      47,200      35,987
+distributed count() (Spark's own count)            50,133      34,362      45,203      27,737
+distributed map_values + reduce()                  12,027       8,394      10,861       9,204
+distributed table until_time_limit (TWS)                        8,833      11,541       9,885
+distributed as-of join, versioned (TWS)                                                15,590
+count / Spark's own                                 1.05x       0.98x       0.96x       0.77x
+reduce / Spark's own                                0.25x       0.24x       0.23x       0.26x
+until_time_limit / Spark's own                                  0.25x       0.24x       0.27x
+as-of join / Spark's own                                                               0.43x
+=============================================  ==========  ==========  ==========  ==========
 
 Where the time goes: a micro-batch is moved to Python, then processed; ``foreachBatch`` calls
 are sequential, so the runner's time is about the transfer's plus the engine's (column-wise
