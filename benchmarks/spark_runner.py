@@ -26,8 +26,13 @@ timed from ``start()`` to the end of ``awaitTermination()``, after a warm-up que
   values collected in Spark's state and folded when the window closes); and the clicks as a
   table rate-limited by ``until_time_limit(1 s)`` (batched ``transformWithStateInPandas``
   processors, 8 key buckets, run last with the RocksDB state store, which
-  ``transformWithState`` needs). The two windowed runs are checked to emit exactly Spark's own
-  windows and counts, the time-limited one exactly the driver's records.
+  ``transformWithState`` needs); and an as-of join of the clicks with a versioned table of the
+  same clicks (the same files, sorted by timestamp, read again as the topic ``pages``: each
+  click joined with its user's page as of its time, in batched processors, 8 key buckets;
+  its rate counts the 1 M clicks, while 2 M rows pass through the processors). The two
+  windowed runs are checked to emit exactly Spark's own windows and counts, the
+  time-limited one and the join exactly the driver's records (the join's driver fed by
+  timestamp, a timestamp's table updates before its clicks, as the runner orders them).
   ``--distributed-only`` runs just these and Spark's own aggregation.
 
 Results printed as records/s and as ratios. The runner's output is checked to equal the driver's.
@@ -59,19 +64,22 @@ runner durable / driver durable                                      0.73x     1
 ==================================  ========  ========  ========  ========  ========
 
 DistributedRunner (``--distributed-only``; the same machine, load average 4 to 7; runs 2 and 3
-also with the time-limited table):
+also with the time-limited table, run 4 also with the as-of join, beside a test run for part
+of it):
 
-=============================================  ==========  ==========  ==========
-records/s                                      run 1       run 2       run 3
-=============================================  ==========  ==========  ==========
-Spark windowed count + watermark                   47,730      35,202      47,200
-distributed count() (Spark's own count)            50,133      34,362      45,203
-distributed map_values + reduce()                  12,027       8,394      10,861
-distributed table until_time_limit (TWS)                        8,833      11,541
-count / Spark's own                                 1.05x       0.98x       0.96x
-reduce / Spark's own                                0.25x       0.24x       0.23x
-until_time_limit / Spark's own                                  0.25x       0.24x
-=============================================  ==========  ==========  ==========
+=============================================  ==========  ==========  ==========  ==========
+records/s                                      run 1       run 2       run 3       run 4
+=============================================  ==========  ==========  ==========  ==========
+Spark windowed count + watermark                   47,730      35,202      47,200      35,987
+distributed count() (Spark's own count)            50,133      34,362      45,203      27,737
+distributed map_values + reduce()                  12,027       8,394      10,861       9,204
+distributed table until_time_limit (TWS)                        8,833      11,541       9,885
+distributed as-of join, versioned (TWS)                                                15,590
+count / Spark's own                                 1.05x       0.98x       0.96x       0.77x
+reduce / Spark's own                                0.25x       0.24x       0.23x       0.26x
+until_time_limit / Spark's own                                  0.25x       0.24x       0.27x
+as-of join / Spark's own                                                               0.43x
+=============================================  ==========  ==========  ==========  ==========
 
 Where the time goes: a micro-batch is moved to Python, then processed; ``foreachBatch`` calls
 are sequential, so the runner's time is about the transfer's plus the engine's (column-wise
@@ -103,7 +111,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workloads import clicks  # noqa: E402
 
 from suppress import BufferConfig, Suppressed  # noqa: E402
-from topology import Consumed, Serdes, StreamsBuilder, TimeWindows, TopologyTestDriver  # noqa: E402
+from topology import (  # noqa: E402
+    Consumed,
+    Materialized,
+    Serdes,
+    StreamsBuilder,
+    TimeWindows,
+    TopologyTestDriver,
+)
 from topology.spark import DistributedRunner, ForeachBatchRunner, local_session  # noqa: E402
 
 SIZE, GRACE = 60_000, 2_000
@@ -149,14 +164,45 @@ def time_limited_topology() -> Any:
     return b.build()
 
 
-def distributed_run(spark: Any, folder: Path, work: Path, name: str, topo: Any
-                    ) -> tuple[float, list[Any]]:
-    """Seconds of a DistributedRunner's availableNow query over the files, and its output."""
+def joined_topology() -> Any:
+    """Each click joined with its user's page as of its time (a versioned table of the clicks,
+    read from the same files as the topic ``pages``): the batched as-of join."""
+    b = StreamsBuilder()
+    consumed = Consumed(key_serde=Serdes.string(), value_serde=Serdes.string())
+    pages = b.table("pages", consumed, Materialized.versioned("pages", 10 * SIZE))
+    (b.stream("clicks", consumed)
+     .join(pages, lambda page, latest: page == latest)
+     .to("counts"))
+    return b.build()
+
+
+def joined_driver(records: list[tuple[str, Any, int]]) -> list[Any]:
+    """The driver's join output, fed as the runner orders a micro-batch: by timestamp, the
+    table updates of a timestamp before its clicks."""
+    in_order = sorted(records, key=lambda r: r[2])
+    with TopologyTestDriver(joined_topology()) as driver:
+        pages, clicks_topic = driver.create_input_topic("pages"), \
+            driver.create_input_topic("clicks")
+        i = 0
+        while i < len(in_order):
+            j = i
+            while j < len(in_order) and in_order[j][2] == in_order[i][2]:
+                j += 1
+            pages.pipe_records(in_order[i:j])
+            clicks_topic.pipe_records(in_order[i:j])
+            i = j
+        return driver.create_output_topic("counts").read_records_to_list()
+
+
+def distributed_run(spark: Any, folder: Path, work: Path, name: str, topo: Any,
+                    topics: tuple[str, ...] = ("clicks",)) -> tuple[float, list[Any]]:
+    """Seconds of a DistributedRunner's availableNow query over the files, and its output
+    (each of ``topics`` a stream of the same files)."""
     schema = spark.read.parquet(str(folder)).schema
-    stream = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
-              .parquet(str(folder)))
     out: list[Any] = []
-    runner = DistributedRunner(topo, sources={"clicks": stream},
+    runner = DistributedRunner(topo, sources={topic: spark.readStream.schema(schema).option(
+                                   "maxFilesPerTrigger", 1).parquet(str(folder))
+                                   for topic in topics},
                                sinks={"counts": lambda records, _: out.extend(records)},
                                checkpoint_dir=str(work / f"chk-{name}"))
     started = time.perf_counter()
@@ -249,10 +295,18 @@ def main() -> None:
             (r.key, r.value, r.timestamp) for r in limited_driver), \
             "the distributed runner (until_time_limit) differs from the driver"
         distributed_runs["until_time_limit"] = limited
+        in_order = work / "in-order"
+        write_files(sorted(records, key=lambda r: r[2]), in_order, args.files)
+        joined = distributed_run(spark, in_order, work, "dist-join", joined_topology(),
+                                 ("clicks", "pages"))
+        assert Counter((r.key, r.value, r.timestamp) for r in joined[1]) == Counter(
+            (r.key, r.value, r.timestamp) for r in joined_driver(records)), \
+            "the distributed runner (as-of join) differs from the driver"
+        distributed_runs["join"] = joined
         own_set = sorted((r["key"], r["window"]["start"].timestamp() * 1000, r["count"])
                          for t in own_windows for r in t.to_pylist())
         for kind, (_, out) in distributed_runs.items():
-            if kind == "until_time_limit":
+            if kind in ("until_time_limit", "join"):
                 continue
             got = sorted((r.key.key, r.key.window.start, r.value) for r in out)
             assert got == own_set, f"the distributed runner ({kind}) differs from Spark's own"
@@ -311,7 +365,8 @@ def print_distributed(n: int, args: Any, own: float, windows: int,
     print(f"  Spark windowed count+watermark    {n / own:>10,.0f} records/s")
     for kind, (seconds, _) in runs.items():
         label = {"count": "count() compiled to Spark's", "reduce": "reduce() collect + fold",
-                 "until_time_limit": "table until_time_limit (TWS)"}
+                 "until_time_limit": "table until_time_limit (TWS)",
+                 "join": "as-of join, versioned (TWS)"}
         print(f"  {label[kind]:<33} {n / seconds:>10,.0f} records/s  "
               f"({own / seconds:.2f}x Spark's own)")
 

@@ -4,11 +4,12 @@ Run it with ``make example-distributed`` (or ``python examples/spark_distributed
 [--state-dir DIR]``).
 
 The main job (``examples/spark_pipeline.py``) converts each payment at the exchange rate valid
-when it was made: an as-of join on a versioned table. A versioned-table join has no Spark
-operator, so ``DistributedRunner`` refuses that topology when it is built, naming the join
-node; this job shows the refusal, then runs the part that compiles, with one difference:
-payments are converted at a fixed reference rate per currency (``map_values``) instead of
-the rate of their time. The rest is the same: hourly EUR totals per account, final once the
+when it was made (an as-of join on a versioned table), then sums the hourly totals (a
+windowed aggregation). ``DistributedRunner`` compiles either step, but one stateful step per
+topology, so it refuses that topology when it is built, naming the aggregation and the join;
+this job shows the refusal, then runs the part that compiles, with one difference: payments
+are converted at a fixed reference rate per currency (``map``) instead of the rate of their
+time. The rest is the same: hourly EUR totals per account, final once the
 hour closed (10 minutes of grace), alerts above 5,000 EUR, written as Parquet.
 
 1. Generates the same day of out-of-order payments, as Parquet files in Spark's Kafka source

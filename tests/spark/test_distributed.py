@@ -212,10 +212,10 @@ def test_stateless_steps_a_reduce_and_a_branch_into_parquet_and_callable_sinks(
 
 # -- until_time_limit in batched transformWithState processors ---------------------------------
 
-def rate_limited_levels() -> Topology:
+def rate_limited_levels(config: Any = None) -> Topology:
     b = StreamsBuilder()
     (b.table("levels", Consumed(key_serde=S, value_serde=L))
-     .suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .suppress(Suppressed.until_time_limit(50, config or BufferConfig.unbounded()))
      .to_stream()
      .map_values(lambda level: None if level is None else level * 10)
      .to("levels-limited"))
@@ -258,6 +258,118 @@ def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path
     assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
 
 
+def converted_payments(left: bool, grace: int | None = None, retention: int = 400
+                       ) -> Topology:
+    """Payments re-keyed to their currency, joined as of their time with a versioned table."""
+    b = StreamsBuilder()
+    rates = b.table("rates", Consumed(key_serde=S, value_serde=Serdes.json()),
+                    Materialized.versioned("rates", retention))
+    payments = (b.stream("payments", Consumed(key_serde=S, value_serde=Serdes.json()))
+                .map(lambda k, p: (p["currency"], (p["account"], p["amount"]))))
+    join = payments.left_join if left else payments.join
+    (join(rates, lambda p, rate: (p[0], None if rate is None else round(p[1] * rate, 2)),
+          grace=grace)
+     .filter(lambda currency, converted: converted[1] != 0)
+     .to("converted"))
+    return b.build()
+
+
+def rate_rows(seed: int, n: int = 60, spread: int = 2_000) -> list[Row]:
+    """Rates of three currencies (one never quoted by payments), some deleted."""
+    rng = random.Random(seed)
+    rows: list[Row] = []
+    for ts in sorted(rng.randrange(spread) for _ in range(n)):
+        value = None if rng.random() < 0.1 else json.dumps(rng.randrange(50, 150) / 100)
+        rows.append(("rates", rng.choice(["EUR", "USD", "GBP"]).encode(),
+                     None if value is None else value.encode(), ts))
+    return rows
+
+
+def join_case(rows: list[Row], n: int) -> list[tuple[list[Row], list[Row]]]:
+    """The rows cut in n time ranges; per range, its rates and its payments."""
+    parts = batches(rows, n)
+    return [([r for r in p if r[0] == "rates"], [r for r in p if r[0] == "payments"])
+            for p in parts]
+
+
+def run_join(spark: Any, tmp_path: Path, topology: Topology,
+             parts: list[tuple[list[Row], list[Row]]]) -> list[Any]:
+    write_parquet(tmp_path / "rates", [kafka_table(r) for r, _ in parts])
+    write_parquet(tmp_path / "payments", [kafka_table(p) for _, p in parts])
+    out = sinks.memory()
+    DistributedRunner(topology, sources={"rates": stream_of(spark, tmp_path / "rates"),
+                                         "payments": stream_of(spark, tmp_path / "payments")},
+                      sinks={"converted": out},
+                      checkpoint_dir=str(tmp_path / "chk")).run_available()
+    return list(out.read_records_to_list())
+
+
+@pytest.mark.parametrize(("left", "grace"), [(False, None), (True, 150)],
+                         ids=["join", "left-join-with-grace"])
+def test_an_as_of_join_with_a_versioned_table_in_timestamp_order(
+        rocksdb_state: Any, tmp_path: Path, left: bool, grace: int | None) -> None:
+    rows = sorted(rate_rows(seed=7) + payment_rows(seed=8, n=120), key=lambda r: r[3])
+    topology = converted_payments(left, grace)
+    got = run_join(rocksdb_state, tmp_path, topology, join_case(rows, 2))
+    expected = driver_records(converted_payments(left, grace), rows, "converted")
+    assert len(expected) > 40
+    if left:
+        assert any(r.value[1] is None for r in expected)
+    assert as_multiset(got) == as_multiset(expected)
+
+
+def test_table_updates_before_out_of_order_payments(rocksdb_state: Any, tmp_path: Path
+                                                    ) -> None:
+    """Every rate before the payments, which come in any order (all within retention)."""
+    rates = rate_rows(seed=3, n=40)
+    rng = random.Random(5)
+    payments = payment_rows(seed=6, n=90)
+    rng.shuffle(payments)
+    parts = [(rates[:20], []), (rates[20:], payments[:45]), ([], payments[45:])]
+    got = run_join(rocksdb_state, tmp_path, converted_payments(True, retention=5_000), parts)
+    expected = driver_records(converted_payments(True, retention=5_000), rates + payments,
+                              "converted")
+    assert any(r.value[1] is None for r in expected) and \
+        any(r.value[1] is not None for r in expected)
+    assert as_multiset(got) == as_multiset(expected)
+
+
+def test_a_bounded_time_limit_runs_in_one_bucket_as_the_driver(rocksdb_state: Any,
+                                                              tmp_path: Path) -> None:
+    """max_records(3), emit early: the bound is the whole buffer's, as in a task."""
+    data = level_rows(seed=9, n=150)
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
+    topology = rate_limited_levels(BufferConfig.max_records(3).emit_early_when_full())
+    out = sinks.memory()
+    DistributedRunner(topology, sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                      sinks={"levels-limited": out},
+                      checkpoint_dir=str(tmp_path / "chk")).run_available()
+    expected = driver_records(rate_limited_levels(BufferConfig.max_records(3)
+                                                  .emit_early_when_full()),
+                              data, "levels-limited")
+    unbounded = driver_records(rate_limited_levels(), data, "levels-limited")
+    assert len(expected) > len(unbounded)  # the bound emitted keys early
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+
+
+def test_a_full_buffer_that_shuts_down_fails_the_query(rocksdb_state: Any, tmp_path: Path
+                                                      ) -> None:
+    data = level_rows(seed=9, n=40)
+    write_parquet(tmp_path / "in", [kafka_table(data)])
+    topology = rate_limited_levels(BufferConfig.max_records(3).shut_down_when_full())
+    with TopologyTestDriver(topology) as driver, pytest.raises(Exception) as in_driver:
+        levels = driver.create_input_topic("levels", Serdes.bytes(), Serdes.bytes())
+        for _, key, value, ts in data:
+            levels.pipe_input(key, value, timestamp=ts)
+    runner = DistributedRunner(topology,
+                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                               sinks={"levels-limited": sinks.memory()},
+                               checkpoint_dir=str(tmp_path / "chk"))
+    with pytest.raises(Exception) as in_spark:
+        runner.run_available()
+    assert str(in_driver.value).splitlines()[0][:60] in str(in_spark.value)
+
+
 def test_a_time_limit_needs_the_rocksdb_state_store(spark: Any, tmp_path: Path) -> None:
     if spark.conf.get(PROVIDER, None) == ROCKSDB_PROVIDER:
         pytest.skip("the session already uses RocksDB")
@@ -279,18 +391,27 @@ def _time_limited_windows() -> Topology:
     return b.build()
 
 
-def _bounded_time_limit() -> Topology:
+def _join_without_history() -> Topology:
     b = StreamsBuilder()
-    (b.table("levels")
-     .suppress(Suppressed.until_time_limit(50, BufferConfig.max_records(3)))
-     .to_stream().to("out"))
+    rates = b.table("rates")
+    b.stream("payments").join(rates, lambda p, r: p).to("out")
     return b.build()
 
 
-def _versioned_join() -> Topology:
+def _versioned_table_read_twice() -> Topology:
     b = StreamsBuilder()
     rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    rates.to_stream().to("out")
     b.stream("payments").join(rates, lambda p, r: p).to("out")
+    return b.build()
+
+
+def _two_joins() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    payments = b.stream("payments")
+    payments.join(rates, lambda p, r: p).to("out")
+    payments.left_join(rates, lambda p, r: p).to("out")
     return b.build()
 
 
@@ -322,12 +443,14 @@ def _two_aggregations() -> Topology:
 
 @pytest.mark.parametrize(("topology", "node", "why"), [
     (_time_limited_windows, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
-    (_bounded_time_limit, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
-    (_versioned_join, "KSTREAM-JOIN-0000000003", "stream-table join"),
+    (_join_without_history, "KSTREAM-JOIN-0000000004", "only a join with a versioned table"),
+    (_versioned_table_read_twice, "KTABLE-SOURCE-0000000001", "nothing else reading"),
+    (_two_joins, "KSTREAM-LEFTJOIN-0000000005", "one stateful aggregation or join"),
     (_every_update, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
     (_bounded_final, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
     (_two_aggregations, "KSTREAM-AGGREGATE-0000000008", "one stateful aggregation"),
-], ids=["time-limit-on-windows", "bounded-time-limit", "versioned-join", "every-update",
+], ids=["time-limit-on-windows", "join-without-history",
+        "versioned-table-read-twice", "two-joins", "every-update",
         "bounded-buffer", "two-aggregations"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:

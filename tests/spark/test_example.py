@@ -32,13 +32,14 @@ def test_the_spark_job_prints_alerts_equal_to_the_driver(spark: Any, tmp_path: P
 DISTRIBUTED = EXAMPLE.parent / "spark_distributed.py"
 
 
-def test_the_distributed_job_refuses_the_join_and_agrees_with_the_driver(
+def test_the_distributed_job_refuses_join_and_window_together_and_agrees_with_the_driver(
         spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = runpy.run_path(str(DISTRIBUTED))
     args = ["--payments", "4000", "--files", "3", "--state-dir", str(tmp_path)]
     assert job["main"](args, spark=spark) == 0
     out = capsys.readouterr().out
-    assert "refused" in out and "KSTREAM-JOIN-" in out and "stream-table join" in out
+    assert "refused" in out and "KSTREAM-JOIN-" in out and "KSTREAM-REDUCE-" in out
+    assert "one stateful aggregation or join per topology" in out
     assert "Same alerts as TopologyTestDriver on the payments in timestamp order: yes" in out
     assert "alerts: 0" not in out
     assert sorted(p.name for p in (tmp_path / "alerts").iterdir())[0].startswith("batch_id=")

@@ -10,14 +10,19 @@
   ``suppress(until_window_closes(...))`` with an unbounded (or spilling) buffer, followed by
   ``to_stream()``. It becomes Spark's ``withWatermark`` + ``groupBy(window(...))``
   aggregation in append mode.
-- or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``
-  with an unbounded (or spilling) buffer, followed by ``to_stream()``: run in Spark's
-  ``transformWithStateInPandas`` by :mod:`topology.spark._time_limit`;
-- **post**: the stateless stream nodes after that ``to_stream()``, up to output topics.
+- or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
+  followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
+  :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
+- or **join**: a stream's ``join``/``left_join`` (with or without ``grace``) with a versioned
+  table source that nothing else reads: both run in one ``transformWithStateInPandas``
+  (:mod:`topology.spark._join`); the join node heads the post chain there;
+- **post**: the stateless stream nodes after that ``to_stream()`` (or join), up to output
+  topics.
 
-Everything else (other tables, joins, unsuppressed windowed aggregations, bounded buffers,
-user processors, session or sliding windows, a second stateful node) is refused with a
-:class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
+Everything else (other tables, joins with tables without history, unsuppressed windowed
+aggregations, bounded buffers of final results, user processors, session or sliding windows,
+a second stateful node) is refused with a :class:`UnsupportedTopologyError` naming the node,
+before any Spark query is defined.
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ from ..runtime.processors.aggregate import (
     count_adder,
     count_initializer,
 )
+from ..runtime.processors.join import StreamTableJoinProcessor
 from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
 from ..topology import Topology
 
-__all__ = ("AGGREGATION", "ChainSpec", "Plan", "TimeLimitSpec", "UnsupportedTopologyError",
-           "WindowSpec",
+__all__ = ("AGGREGATION", "TABLE_UPDATE", "ChainSpec", "JoinSpec", "Plan", "TimeLimitSpec",
+           "UnsupportedTopologyError", "WindowSpec",
            "compile_topology", "groups_by_bytes")
 
 STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesProcessor,
@@ -53,7 +59,11 @@ STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesPr
 
 AGGREGATION = -1
 """The route of records that reach the stateful node: the windowed aggregation or the
-time-limited table (others: the output topic's index)."""
+time-limited table, or the stream side of the as-of join (others: the output topic's
+index)."""
+
+TABLE_UPDATE = -2
+"""The route of records that reach the versioned table source of the as-of join."""
 
 
 class UnsupportedTopologyError(TopologyError):
@@ -103,6 +113,31 @@ class TimeLimitSpec:
     delay_ms: int
     key_serializer: Callable[[Any], bytes | None]
     """The suppression's key bytes: its eviction order, and the bucket of a key."""
+    buffer_config: Any = None
+    """A bounded buffer's config (``max_records``/``max_bytes``, emit early or shut down);
+    ``None``: unbounded (a spilling buffer's output is the unbounded one). A bounded buffer
+    runs in one bucket, where the bound is the task's."""
+
+
+@dataclass(frozen=True)
+class JoinSpec:
+    """A stream's as-of join with a versioned table: run in a batched processor.
+
+    The join node itself is the root of the post chain (built on the executor); the table
+    source and its store are built from the topology's own factories.
+    """
+
+    name: str
+    """The join node."""
+    table: str
+    """The versioned table source node."""
+    table_factory: Callable[[], InternalProcessor]
+    store: str
+    store_factory: Callable[[], Any]
+    """Builds the table's (in-memory) versioned store, as the test driver does."""
+    key_serializer: Callable[[Any], bytes | None]
+    """The table's key bytes: both sides' records are bucketed by them."""
+    grace_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -114,6 +149,7 @@ class Plan:
     pre: ChainSpec
     window: WindowSpec | None
     limit: TimeLimitSpec | None
+    join: JoinSpec | None
     post: ChainSpec
     topics: tuple[str, ...]
     """The output topics, indexed by route."""
@@ -143,9 +179,10 @@ def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyErr
     return UnsupportedTopologyError(
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
         f"stateless stream steps, one time-windowed count/reduce/aggregate with "
-        f"suppress(until_window_closes(unbounded)) + to_stream(), or one table with "
-        f"suppress(until_time_limit(d, unbounded)) + to_stream(); ForeachBatchRunner runs "
-        f"every topology")
+        f"suppress(until_window_closes(unbounded)) + to_stream(), one table with "
+        f"suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
+        f"left_join with a versioned table source that nothing else reads; "
+        f"ForeachBatchRunner runs every topology")
 
 
 def compile_topology(topology: Topology) -> Plan:
@@ -169,23 +206,42 @@ def compile_topology(topology: Topology) -> Plan:
     """The one stateful node: the windowed aggregation, or the table source of a time limit."""
     window_proc: WindowedAggregateProcessor | None = None
     limit: TimeLimitSpec | None = None
+    join: JoinSpec | None = None
+    join_node: GraphNode | None = None
+    exits: dict[str, int] = {}
+    """Stateful node name -> the route by which the pre chain's records reach it."""
     to_streams: list[GraphNode] = []
     for node in topology.nodes:
         proc = procs[node.name]
-        if isinstance(proc, WindowedAggregateProcessor) or (
+        if isinstance(proc, WindowedAggregateProcessor | StreamTableJoinProcessor) or (
                 isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
             if stateful is not None:
-                raise _refuse(node, proc, f"the runner compiles one stateful aggregation per "
-                                          f"topology, and {stateful.name} is another")
+                raise _refuse(node, proc, f"the runner compiles one stateful aggregation or "
+                                          f"join per topology, and {stateful.name} is another")
         if isinstance(proc, WindowedAggregateProcessor):
             stateful, window_proc = node, proc
             _check_window(node, proc, procs)
             to_streams = [g for c in node.children for g in c.children]
         elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
             stateful = _check_time_limit(node, proc, procs)
-            limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer)
+            config = proc.suppressed.buffer_config
+            bounded = config.is_bounded and \
+                config.strategy is not BufferFullStrategy.SPILL_TO_DISK
+            limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer,
+                                  config if bounded else None)
             to_streams = list(node.children)
+        elif isinstance(proc, StreamTableJoinProcessor):
+            table = _check_join(node, proc, procs, topology)
+            store = next(s for s in topology.stores if s.name == node.stores[0])
+            key_ser = store.factory()._key_serializer
+            stateful, join_node = node, node
+            join = JoinSpec(node.name, table.name, table.factory, store.name, store.factory,
+                            key_ser, proc._grace)
+            exits = {node.name: AGGREGATION, table.name: TABLE_UPDATE}
+            to_streams = [node]
     window_node = stateful if window_proc is not None else None
+    if stateful is not None and not exits:
+        exits = {stateful.name: AGGREGATION}
 
     def chain(roots: dict[str, list[GraphNode]], part: str) -> ChainSpec:
         index: dict[str, int] = {}
@@ -200,8 +256,9 @@ def compile_topology(topology: Topology) -> Plan:
                 continue
             if node.kind not in ("source", "sink") and not isinstance(proc, STATELESS) and \
                     not (part == "post" and isinstance(proc, ToStreamProcessor)
-                         and node in to_streams):
-                if node is stateful:
+                         and node in to_streams) and \
+                    not (part == "post" and node is join_node):
+                if node.name in exits:
                     continue
                 if isinstance(proc, WindowedAggregateProcessor):
                     raise _refuse(node, proc, "only one windowed aggregation is compiled")
@@ -215,11 +272,11 @@ def compile_topology(topology: Topology) -> Plan:
             for child in children(node):
                 if child.kind == "sink" and child.topics[0] not in internal:
                     kids.append(("out", topics.index(child.topics[0]), child.name))
-                elif child is stateful:
+                elif child.name in exits:
                     if part == "post":
                         raise _refuse(child, procs[child.name], "its input comes from "
                                       "another windowed aggregation")
-                    kids.append(("out", AGGREGATION, child.name))
+                    kids.append(("out", exits[child.name], child.name))
                 else:
                     kids.append(index[child.name])
             factory = sp.PassThrough if node.kind in ("source", "sink") else node.factory
@@ -247,7 +304,7 @@ def compile_topology(topology: Topology) -> Plan:
             direct = parent.topics[0]
     pre = chain(roots, "pre")
     post = chain({"": to_streams}, "post") if to_streams else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, limit, post, topics, direct)
+    return Plan(sources, pre, window, limit, join, post, topics, direct)
 
 
 def _reason(proc: Any) -> str:
@@ -256,7 +313,7 @@ def _reason(proc: Any) -> str:
                 "VersionedTableSourceProcessor", "TableAggregateProcessor"):
         return "tables keep per-key state that Spark's executors have no operator for here"
     if name == "StreamTableJoinProcessor":
-        return "stream-table joins (versioned or not) need the table's state on the executors"
+        return "only one stream-table join is compiled"
     if name == "UserProcessorAdapter":
         return "a user processor's stores and punctuations have no Spark equivalent"
     if name == "StreamAggregateProcessor":
@@ -298,22 +355,45 @@ def _check_time_limit(node: GraphNode, proc: SuppressNodeProcessor,
     from ..runtime.processors.stateless import TableSourceWithoutStore
     from ..runtime.processors.table import TableSourceProcessor
 
-    config = proc.suppressed.buffer_config
     parent = node.parents[0] if len(node.parents) == 1 else None
     if parent is None or not isinstance(procs[parent.name], TableSourceProcessor
                                         | TableSourceWithoutStore) or \
             parent.children != [node] or parent.parents[0].children != [parent]:
         raise _refuse(node, proc, "until_time_limit is compiled only right on a table source "
                       "(b.table(topic).suppress(...)) that nothing else reads")
-    if config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK:
-        raise _refuse(node, proc, f"a bounded buffer ({config.strategy.name.lower()} when "
-                      f"full) has no distributed equivalent: the buffer is split by key over "
-                      f"Spark's tasks (use BufferConfig.unbounded())")
     for child in node.children:
         if not isinstance(procs[child.name], ToStreamProcessor):
             raise _refuse(child, procs[child.name], "after a compiled suppression only "
                           "to_stream() is supported")
     return parent
+
+
+def _check_join(node: GraphNode, proc: StreamTableJoinProcessor, procs: dict[str, Any],
+                topology: Topology) -> GraphNode:
+    """A join is compiled on a versioned table source nothing else reads; return that node."""
+    from ..runtime.processors.table import VersionedTableSourceProcessor
+
+    specs = {s.name: s for s in topology.stores}
+    if len(node.stores) != 1 or specs[node.stores[0]].kind != "versioned":
+        raise _refuse(node, proc, "only a join with a versioned table (Materialized."
+                      "versioned) is compiled: its history is what the batched processor "
+                      "keeps per bucket of keys")
+    store = node.stores[0]
+    tables = [n for n in topology.nodes if n.stores == [store]
+              and isinstance(procs[n.name], VersionedTableSourceProcessor)]
+    if len(tables) != 1:
+        raise _refuse(node, proc, f"the join's table (store {store!r}) is compiled only "
+                      f"when it is a versioned table source (b.table(topic, Materialized."
+                      f"versioned(...))), read as it is")
+    table = tables[0]
+    source = table.parents[0] if len(table.parents) == 1 else None
+    if table.children or source is None or source.children != [table] or \
+            set(source.topics) & topology.internal_topics:
+        raise _refuse(table, procs[table.name], "a versioned table is compiled only as the "
+                      "table of one join, with nothing else reading its topic or its changes")
+    if len(node.parents) != 1:
+        raise _refuse(node, proc, "the join's stream has more than one parent node")
+    return table
 
 
 def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor,

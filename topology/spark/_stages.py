@@ -27,7 +27,7 @@ from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde
 from ..windows import Window, Windowed
-from ._compile import AGGREGATION, ChainSpec, WindowSpec
+from ._compile import ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
 
 __all__ = ("FRAME", "Chain", "frame", "pre_stage", "records_of_frame", "window_records")
@@ -86,7 +86,7 @@ class Chain:
 
         def record(key: Any, value: Any, ctx: RecordContext) -> None:
             ts = ctx[0]
-            if route != AGGREGATION and (type(ts) is not int or not 0 <= ts <= LONG_MAX):
+            if route >= 0 and (type(ts) is not int or not 0 <= ts <= LONG_MAX):
                 raise invalid_timestamp(sink, ts)
             out((route, key, value, ts, ctx[4]))
 
@@ -94,6 +94,10 @@ class Chain:
             record(key, new, ctx)
 
         return Entry(record, change, change)
+
+    def roots(self, topic: str) -> list[InternalProcessor]:
+        """The processors that receive ``topic``'s records (the post chain's: ``""``)."""
+        return list(self._roots.get(topic, ()))
 
     def feed(self, topic: str, records: list[tuple[Any, ...]]) -> None:
         """Pass ``(key, value, timestamp[, headers])`` records of ``topic`` through the chain."""
@@ -120,13 +124,14 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
           first_seq: int, seen: int = -1) -> tuple[pa.RecordBatch, int]:
     """Records as a record-frame batch, and the largest stateful-input timestamp seen.
 
-    ``kb`` (by ``key_bytes``) and ``st`` are for the records routed to the stateful node;
+    ``kb`` (by ``key_bytes``) and ``st`` are for the records routed to a stateful node
+    (a negative route);
     ``seen``: the largest timestamp routed there before these records.
     """
     kb: list[bytes | None] = []
     st: list[int] = []
     for route, key, _, ts, _ in records:
-        if route != AGGREGATION:
+        if route >= 0:
             kb.append(None)
             st.append(-1)
             continue

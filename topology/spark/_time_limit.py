@@ -2,7 +2,8 @@
 
 Spark has no operator for it, and a processor grouped per key pays a state-store round trip
 per key and micro-batch (measured at about 30 times slower than Spark's own aggregation).
-So keys are grouped into :data:`BUCKETS` buckets by a hash of their bytes: one call
+So keys are grouped into :data:`BUCKETS` buckets by a hash of their bytes (one bucket for a
+bounded buffer, see :func:`buckets`): one call
 handles every record of a bucket in a micro-batch, and the bucket's whole buffer is one
 state value (a pickle written and read only by this processor), read once and written once.
 
@@ -37,10 +38,20 @@ from ..serde import fallback_value_bytes
 from ._compile import ChainSpec, TimeLimitSpec
 from ._stages import Chain, frame
 
-__all__ = ("BUCKETS", "TimeLimitProcessor")
+__all__ = ("BUCKETS", "TimeLimitProcessor", "buckets")
 
 BUCKETS = 8
 """Key buckets: groups of ``transformWithState``; each call handles a bucket's records."""
+
+
+def buckets(spec: TimeLimitSpec) -> int:
+    """How many key buckets the suppression runs in (one for a bounded buffer).
+
+    A bound (which key it evicts, or whether it shuts down) is the whole buffer's, as in a
+    task, so a bounded buffer is not split.
+    """
+    return 1 if spec.buffer_config is not None else BUCKETS
+
 
 _STATE = StructType([StructField("buffer", BinaryType())])
 
@@ -61,7 +72,8 @@ class TimeLimitProcessor(StatefulProcessor):
         chain = Chain(self._post)
         spec = self._spec
         engine = SuppressProcessor(
-            spec.name, Suppressed.until_time_limit(spec.delay_ms, BufferConfig.unbounded()),
+            spec.name, Suppressed.until_time_limit(spec.delay_ms, spec.buffer_config
+                                                   or BufferConfig.unbounded()),
             spec.delay_ms, lambda key, new, old, ctx: chain.feed_change(key, new, ctx),
             spec.key_serializer, fallback_value_bytes)  # type: ignore[arg-type]
         if self._buffer.exists():

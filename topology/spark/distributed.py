@@ -16,6 +16,10 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
   (:mod:`topology.spark._time_limit`); it needs the RocksDB state store;
+- a stream's ``join``/``left_join`` with a versioned table source runs the same way: table
+  updates and stream records in one ``transformWithStateInPandas``, grouped by a hash
+  bucket of the key, each bucket's table history one state value, the lookup done by the
+  library's own versioned store and join processor (:mod:`topology.spark._join`);
 - what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
   output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`).
 
@@ -61,8 +65,8 @@ class DistributedRunner:
     :raises UnsupportedTopologyError: for a node it cannot run, naming it.
     :raises ColumnMappingError: for a mapping that does not fit a source's schema.
     :raises TypeError: for a topology that is not one, or a sink that is not callable.
-    :raises ValueError: for missing or unknown sources or sinks, or a time limit on a
-        session without the RocksDB state store.
+    :raises ValueError: for missing or unknown sources or sinks, or a time limit or join
+        on a session without the RocksDB state store.
 
     Time is Spark's: one watermark for the query, the largest timestamp seen minus the
     grace period, moved between micro-batches (see the Spark page of the docs for how that
@@ -100,8 +104,9 @@ class DistributedRunner:
                              for topic, df in sources.items()}
         self._sources = sources
         self._query: Any = None
-        if compiled.limit is not None:
-            _check_rocksdb(next(iter(sources.values())).sparkSession, compiled.limit.name)
+        stateful = compiled.limit or compiled.join
+        if stateful is not None:
+            _check_rocksdb(next(iter(sources.values())).sparkSession, stateful.name)
 
     # -- building the query --------------------------------------------------------------------
 
@@ -123,7 +128,7 @@ class DistributedRunner:
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
-        stateful = self._plan.window or self._plan.limit
+        stateful = self._plan.window or self._plan.limit or self._plan.join
         key_bytes = None if stateful is None else stateful.key_serializer
         frames = []
         for topic, df in self._sources.items():
@@ -195,7 +200,7 @@ class DistributedRunner:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        from ._time_limit import BUCKETS, TimeLimitProcessor
+        from ._time_limit import TimeLimitProcessor, buckets
 
         limit = self._plan.limit
         assert limit is not None
@@ -203,7 +208,7 @@ class DistributedRunner:
         for other in frames[1:]:
             rows = rows.unionByName(other)
         rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
-                .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)))
+                .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(buckets(limit))))
                 # Spark drops input at or below the watermark, which starts at 0: event times
                 # are shifted by 1 ms, and the delay of 1 ms gives back the largest timestamp
                 # of the earlier micro-batches as the watermark
@@ -214,21 +219,42 @@ class DistributedRunner:
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
 
+    def _joined(self, frames: list[Any]) -> Any:
+        """The as-of join in ``transformWithStateInPandas``, keys in buckets."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        from ._join import AsOfJoinProcessor, buckets
+
+        join = self._plan.join
+        assert join is not None
+        rows = frames[0]
+        for other in frames[1:]:
+            rows = rows.unionByName(other)
+        # a null key (dropped and counted by the join or the table source) goes to bucket 0
+        rows = (rows.where(F.col("route") < 0)
+                .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"),
+                                                        F.lit(buckets(join))), F.lit(0))))
+        schema = StructType.fromJson(_spark_schema(FRAME))
+        return rows.groupBy("bucket").transformWithStateInPandas(
+            AsOfJoinProcessor(join, self._plan.post), schema, "Append", "None")
+
     def _query_frame(self) -> tuple[Any, str, Any]:
         """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
         frames = self._frames()
         plan_ = self._plan
-        direct_outputs = [f.where(f.route != AGGREGATION) for f in frames] \
-            if any(route != AGGREGATION for route in _routes(plan_)) else []
-        if plan_.window is None and plan_.limit is None:
+        direct_outputs = [f.where(f.route >= 0) for f in frames] \
+            if any(route >= 0 for route in _routes(plan_)) else []
+        if plan_.window is None and plan_.limit is None and plan_.join is None:
             if not direct_outputs:
                 raise ValueError("the topology writes no output topic: nothing to run")
             union = direct_outputs[0]
             for other in direct_outputs[1:]:
                 union = union.unionByName(other)
             return union, "records", None
-        if plan_.limit is not None:
-            union = self._time_limited(frames)
+        if plan_.limit is not None or plan_.join is not None:
+            union = (self._time_limited(frames) if plan_.join is None
+                     else self._joined(frames))
             for other in direct_outputs:
                 union = union.unionByName(other)
             return union, "records", None

@@ -1,0 +1,133 @@
+"""A stream's as-of join with a versioned table in a batched ``transformWithStateInPandas``.
+
+Table updates and stream records are unioned into one ``transformWithStateInPandas``, grouped
+by a hash bucket of the table's key bytes (:data:`BUCKETS` buckets; one with a grace period,
+see below), so that one call handles every record of a bucket in a micro-batch. The bucket's
+whole table history is one state value (a pickle written and read only by this processor):
+read once and written once per call.
+
+Inside a call the library's own parts do the work, as in a task: the topology's versioned
+table source writes each update into the topology's own in-memory versioned store (history
+retention and rejected writes are the store's), and the topology's join processor looks each
+stream record up in it as of the record's timestamp (with its grace buffer, if any), then the
+post chain runs on the joined records. A call processes its records by timestamp, then table
+updates before stream records, then arrival; a task processes them in arrival order.
+
+The state is the store's visible history, per key (:meth:`history` with deletes), restored
+by replaying it in timestamp order (the store's :meth:`restore`), and the join's grace buffer
+(its own checkpoint). With a grace period the join's buffer time is the largest stream
+timestamp the processor has seen; a task has one processor for all keys, so the runner then
+uses one bucket, which keeps that time (and so which records are still held) the task's.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped]
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from suppress.entry import RecordContext
+
+from ..runtime.metrics import TaskMetrics
+from ..runtime.processor import InternalProcessor
+from ._compile import TABLE_UPDATE, ChainSpec, JoinSpec
+from ._stages import Chain, frame
+
+__all__ = ("BUCKETS", "AsOfJoinProcessor", "buckets")
+
+BUCKETS = 8
+"""Key buckets of a join without a grace period: groups of ``transformWithState``."""
+
+_STATE = StructType([StructField("history", BinaryType())])
+
+
+def buckets(spec: JoinSpec) -> int:
+    """How many key buckets the join runs in: one with a grace period (see the module)."""
+    return 1 if spec.grace_ms is not None else BUCKETS
+
+
+class _BucketHost:
+    """What the table source and the join read of their task: the store and the counters.
+
+    Drops (null keys or values, rejected writes) are counted here and logged on the
+    executor, as a task logs them.
+    """
+
+    def __init__(self, spec: JoinSpec) -> None:
+        self.stores = {spec.store: spec.store_factory()}
+        self.metrics = TaskMetrics()
+
+
+def _no_keyspace(name: str) -> Any:
+    raise TypeError(f"the join keeps no keyspace state, asked for {name!r}")
+
+
+class AsOfJoinProcessor(StatefulProcessor):
+    """The as-of join of one bucket of keys; emits the post chain's records as a frame."""
+
+    def __init__(self, spec: JoinSpec, post: ChainSpec) -> None:
+        self._spec = spec
+        self._post = post
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        """Open the bucket's state: table history and grace buffer."""
+        self._state = handle.getValueState("history", _STATE)
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
+                        timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
+        """Apply the bucket's table updates and join its stream records, by timestamp."""
+        spec = self._spec
+        data = pd.concat(list(rows), ignore_index=True).sort_values(
+            ["ts", "route", "seq"], kind="stable")
+        host = _BucketHost(spec)
+        store = host.stores[spec.store]
+        table: InternalProcessor = spec.table_factory()
+        table.name = spec.table
+        table.init(host)  # type: ignore[arg-type]
+        table.connect([])
+        chain = Chain(self._post)
+        join = chain.roots("")[0]
+        join.init(host)  # type: ignore[arg-type]
+        known: set[Any] = set()
+        if self._state.exists():
+            held = self._state.get()
+            assert held is not None
+            history, buffered = pickle.loads(held[0])
+            store.restore(history)
+            known.update(k for k, _, _ in history)
+            join.restore(buffered, _no_keyspace)
+        update, stream = table.record_entry(), join.record_entry()
+        loads = pickle.loads
+        for route, k, v, ts, h in zip(data["route"].tolist(), data["k"], data["v"],
+                                      data["ts"].tolist(), data["h"], strict=True):
+            record_key = loads(k)
+            ctx = RecordContext(ts, -1, "", 0, () if h is None else loads(h))
+            if route == TABLE_UPDATE:
+                update(record_key, loads(v), ctx)
+                if record_key is not None:
+                    known.add(record_key)
+            else:
+                stream(record_key, loads(v), ctx)
+        self._save(store, known, join)
+        batch, _ = frame(chain.take(), None, 0)
+        yield batch.to_pandas()
+
+    def _save(self, store: Any, known: set[Any], join: InternalProcessor) -> None:
+        history = []
+        for k in known:
+            history += [(k, e.value, e.timestamp)
+                        for e in store.history(k, newest_first=False, include_deletes=True)]
+        history.sort(key=lambda entry: entry[2])
+        buffered = join.checkpoint(_no_keyspace)
+        if not history and buffered is None:
+            self._state.clear()
+            return
+        self._state.update((pickle.dumps((history, buffered),
+                                         protocol=pickle.HIGHEST_PROTOCOL),))
+
+    def close(self) -> None:
+        """Nothing to release."""
