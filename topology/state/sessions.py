@@ -20,12 +20,14 @@ Physically, sessions are dropped a segment of end times at a time (see
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..windows import Window, Windowed
 
-__all__ = ("MAX_TIME", "MIN_TIME", "SessionQuery", "make_session", "parse_fetch", "parse_find",
-           "session_parts")
+__all__ = ("MAX_TIME", "MIN_TIME", "SessionQueries", "SessionQuery", "make_session",
+           "parse_fetch", "parse_find", "session_parts")
 
 MIN_TIME = -(2**63)
 """The smallest session time (ms) a store accepts."""
@@ -158,3 +160,79 @@ def make_session(key: Any, start: int, end: int) -> Windowed:
     """
     result: Windowed = _new(Windowed, (key, _new(Window, (start, end))))
     return result
+
+
+class SessionQueries(ABC):
+    """The query methods of every session store, on its backend's :meth:`_sessions`.
+
+    A backend answers one parsed :class:`SessionQuery` in either direction; the argument
+    forms, their checks and the order are this class's, so they are the same on every
+    backend.
+    """
+
+    @abstractmethod
+    def _sessions(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
+        """The live sessions matching ``query``, in key bytes, end, start order or reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+
+    def _find(self, args: tuple[Any, ...], method: str, reverse: bool
+              ) -> Iterator[tuple[Windowed, Any]]:
+        """The sessions of ``find_sessions(*args)``; a backend may answer common forms faster."""
+        return self._sessions(parse_find(method, args), reverse)
+
+    def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """Sessions ending at or after one time and starting at or before another.
+
+        ``find_sessions(key, earliest_session_end, latest_session_start)`` or
+        ``find_sessions(key_from, key_to, earliest_session_end, latest_session_start)``:
+        ``(Windowed, aggregate)`` of every live session with ``end >= earliest_session_end``
+        and ``start <= latest_session_start`` (ms, inclusive; ``None`` is open), for one key
+        or for keys in ``[key_from, key_to]`` (serialized bytes, ``None`` open). Ordered by
+        key bytes, then end, then start; the result is the store as of the call.
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: another number of arguments, a ``None`` single key, a time that
+            is not an ``int`` or ``None``.
+        """
+        return self._find(args, "find_sessions", False)
+
+    def backward_find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`find_sessions`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._find(args, "backward_find_sessions", True)
+
+    def fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """``fetch(key)`` or ``fetch(key_from, key_to)``: every live session of the key(s).
+
+        Ordered by key bytes, then end, then start; ``None`` key bounds are open
+        (``fetch(None, None)`` is every session).
+
+        :raises StoreClosedError: the store is closed.
+        :raises TypeError: another number of arguments, or ``fetch(None)``.
+        """
+        return self._sessions(parse_fetch("fetch", args), False)
+
+    def backward_fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`fetch`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self._sessions(parse_fetch("backward_fetch", args), True)
+
+    def all(self) -> Iterator[tuple[Windowed, Any]]:
+        """Every live session, as ``fetch(None, None)``.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self.fetch(None, None)
+
+    def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`all`, exactly reversed.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return self.backward_fetch(None, None)

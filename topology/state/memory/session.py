@@ -14,8 +14,8 @@ from ..segments import window_segment_interval
 from ..sessions import (
     MAX_TIME,
     MIN_TIME,
+    SessionQueries,
     SessionQuery,
-    parse_fetch,
     parse_find,
     session_parts,
 )
@@ -43,7 +43,7 @@ class _Sessions:
         self.span = 0
 
 
-class InMemorySessionStore:
+class InMemorySessionStore(SessionQueries):
     """Session store of ``Windowed(key, Window(start, end)) -> aggregate`` (Kafka's SessionStore).
 
     Both ends of a session are inclusive (ms). Queries return ``(Windowed, aggregate)`` pairs
@@ -286,69 +286,21 @@ class InMemorySessionStore:
                 out.append((new(Windowed, (key, new(Window, (start, end)))), aggs[i]))
         return out
 
-    def _find(self, args: tuple[Any, ...], method: str) -> list[tuple[Windowed, Any]]:
+    def _sessions(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
+        """:meth:`_select` as an iterator, either way."""
+        found = self._select(query)
+        return reversed(found) if reverse else iter(found)
+
+    def _find(self, args: tuple[Any, ...], method: str, reverse: bool
+              ) -> Iterator[tuple[Windowed, Any]]:
         """The sessions of ``find_sessions(*args)``; one key with int times skips the parse."""
         if len(args) == 3 and self.is_open:  # the checks of parse_find, inline
             key, earliest, latest = args
             if (key is not None and type(earliest) is int and type(latest) is int
                     and MIN_TIME <= earliest <= MAX_TIME and MIN_TIME <= latest <= MAX_TIME):
-                return self._find_key(key, earliest, latest)
-        return self._select(parse_find(method, args))
-
-    def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
-        """Sessions ending at or after one time and starting at or before another.
-
-        ``find_sessions(key, earliest_session_end, latest_session_start)`` or
-        ``find_sessions(key_from, key_to, earliest_session_end, latest_session_start)``:
-        ``(Windowed, aggregate)`` of every live session with ``end >= earliest_session_end``
-        and ``start <= latest_session_start`` (ms, inclusive; ``None`` is open), for one key
-        or for keys in ``[key_from, key_to]`` (serialized bytes, ``None`` open). Ordered by
-        key bytes, then end, then start; the result is the store as of the call.
-
-        :raises StoreClosedError: the store is closed.
-        :raises TypeError: another number of arguments, a ``None`` single key, a time that
-            is not an ``int`` or ``None``.
-        """
-        return iter(self._find(args, "find_sessions"))
-
-    def backward_find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
-        """:meth:`find_sessions`, exactly reversed.
-
-        :raises StoreClosedError: the store is closed.
-        """
-        return reversed(self._find(args, "backward_find_sessions"))
-
-    def fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
-        """``fetch(key)`` or ``fetch(key_from, key_to)``: every live session of the key(s).
-
-        Ordered by key bytes, then end, then start; ``None`` key bounds are open
-        (``fetch(None, None)`` is every session).
-
-        :raises StoreClosedError: the store is closed.
-        :raises TypeError: another number of arguments, or ``fetch(None)``.
-        """
-        return iter(self._select(parse_fetch("fetch", args)))
-
-    def backward_fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
-        """:meth:`fetch`, exactly reversed.
-
-        :raises StoreClosedError: the store is closed.
-        """
-        return reversed(self._select(parse_fetch("backward_fetch", args)))
-
-    def all(self) -> Iterator[tuple[Windowed, Any]]:
-        """Every live session, as ``fetch(None, None)``.
-
-        :raises StoreClosedError: the store is closed.
-        """
-        return self.fetch(None, None)
-
-    def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
-        """:meth:`all`, exactly reversed.
-
-        :raises StoreClosedError: the store is closed.
-        """
-        return self.backward_fetch(None, None)
+                found = self._find_key(key, earliest, latest)
+                return reversed(found) if reverse else iter(found)
+        return self._sessions(parse_find(method, args), reverse)
 
     def approximate_num_entries(self) -> int:
         """Number of live sessions (exact).

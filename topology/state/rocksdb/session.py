@@ -37,10 +37,9 @@ from ..segments import window_segment_interval
 from ..sessions import (
     MAX_TIME,
     MIN_TIME,
+    SessionQueries,
     SessionQuery,
     make_session,
-    parse_fetch,
-    parse_find,
     session_parts,
 )
 from .codec import decode_int64, encode_int64, prefix_end
@@ -71,7 +70,7 @@ def escape_key(key_bytes: bytes) -> bytes:
     return key_bytes.replace(b"\x00", b"\x00\x01") + b"\x00\x00"
 
 
-class RocksDBSessionStore:
+class RocksDBSessionStore(SessionQueries):
     """Session store of ``Windowed(key, Window(start, end)) -> aggregate`` in a keyspace.
 
     Behaves as :class:`~topology.state.memory.InMemorySessionStore`: both session ends are
@@ -257,7 +256,7 @@ class RocksDBSessionStore:
         raw = self._get(self._session_key(key, start, end))
         return None if raw is None else unpack_value_only(raw)
 
-    def _select(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
+    def _sessions(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
         """The live sessions matching ``query``, in key bytes, end, start order (or reversed)."""
         self._check_open()
         ser = self._key_bytes
@@ -292,62 +291,6 @@ class RocksDBSessionStore:
         else:
             merged = heapq.merge(*sources, key=_suffix, reverse=reverse)
         return _sessions(merged, earliest, query.latest_start)
-
-    def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
-        """Sessions ending at or after one time and starting at or before another.
-
-        ``find_sessions(key, earliest_session_end, latest_session_start)`` or
-        ``find_sessions(key_from, key_to, earliest_session_end, latest_session_start)``:
-        ``(Windowed, aggregate)`` of every live session with ``end >= earliest_session_end``
-        and ``start <= latest_session_start`` (ms, inclusive; ``None`` is open), for one key
-        or for keys in ``[key_from, key_to]`` (serialized bytes, ``None`` open). Ordered by
-        key bytes, then end, then start; the iterator sees the store as of the call and
-        reads it lazily.
-
-        :raises StoreClosedError: the store is closed.
-        :raises TypeError: another number of arguments, a ``None`` single key, a time that
-            is not an ``int`` or ``None``.
-        """
-        return self._select(parse_find("find_sessions", args), False)
-
-    def backward_find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
-        """:meth:`find_sessions`, exactly reversed.
-
-        :raises StoreClosedError: the store is closed.
-        """
-        return self._select(parse_find("backward_find_sessions", args), True)
-
-    def fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
-        """``fetch(key)`` or ``fetch(key_from, key_to)``: every live session of the key(s).
-
-        Ordered by key bytes, then end, then start; ``None`` key bounds are open
-        (``fetch(None, None)`` is every session).
-
-        :raises StoreClosedError: the store is closed.
-        :raises TypeError: another number of arguments, or ``fetch(None)``.
-        """
-        return self._select(parse_fetch("fetch", args), False)
-
-    def backward_fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
-        """:meth:`fetch`, exactly reversed.
-
-        :raises StoreClosedError: the store is closed.
-        """
-        return self._select(parse_fetch("backward_fetch", args), True)
-
-    def all(self) -> Iterator[tuple[Windowed, Any]]:
-        """Every live session, as ``fetch(None, None)``.
-
-        :raises StoreClosedError: the store is closed.
-        """
-        return self.fetch(None, None)
-
-    def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
-        """:meth:`all`, exactly reversed.
-
-        :raises StoreClosedError: the store is closed.
-        """
-        return self.backward_fetch(None, None)
 
     def approximate_num_entries(self) -> int:
         """Number of live sessions (exact: it counts them).
