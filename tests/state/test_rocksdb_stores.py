@@ -25,7 +25,7 @@ from topology.state.rocksdb import (
     decode_int64,
     encode_int64,
 )
-from topology.state.rocksdb.window import OBSERVED_KEY
+from topology.state.rocksdb.segmented import OBSERVED_KEY
 from topology.state.segments import window_segment_interval
 from topology.windows import Window, Windowed
 

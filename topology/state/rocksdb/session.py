@@ -31,7 +31,6 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...errors import StoreClosedError
 from ...windows import Windowed
 from ..segments import window_segment_interval
 from ..sessions import (
@@ -45,11 +44,10 @@ from ..sessions import (
 from .codec import decode_int64, encode_int64, prefix_end
 from .key_value import pack_entry, unpack_entry, unpack_value_only
 from .keyspace import Keyspace
+from .segmented import OBSERVED_KEY, SegmentedStore
 
 __all__ = ("RocksDBSessionStore", "escape_key")
 
-OBSERVED_KEY = b""
-"""The key of the observed stream time: shorter than, so before, every session's key."""
 SPAN_KEY = b"\x00"
 """The key of the longest session ever written (``end - start``, ms): after the stream time,
 before every session's key. A session starting at or before ``t`` ends at or before
@@ -70,7 +68,7 @@ def escape_key(key_bytes: bytes) -> bytes:
     return key_bytes.replace(b"\x00", b"\x00\x01") + b"\x00\x00"
 
 
-class RocksDBSessionStore(SessionQueries):
+class RocksDBSessionStore(SegmentedStore, SessionQueries):
     """Session store of ``Windowed(key, Window(start, end)) -> aggregate`` in a keyspace.
 
     Behaves as :class:`~topology.state.memory.InMemorySessionStore`: both session ends are
@@ -116,8 +114,6 @@ class RocksDBSessionStore(SessionQueries):
     """
 
     persistent = True
-    is_open = True
-    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
                  retention_ms: int, keyspace: Keyspace,
@@ -131,20 +127,12 @@ class RocksDBSessionStore(SessionQueries):
             if value < least:
                 raise ValueError(f"{what} is at least {least} ms, got {value}")
         assert segment_interval_ms is not None
-        self.name = name
-        self._key_bytes = key_serializer
-        self.retention_ms = retention_ms
+        self._bind(name, key_serializer, retention_ms, keyspace)
         self.segment_interval_ms = segment_interval_ms
         """Width (ms) of the end-time segments that expire whole."""
-        self._keyspace = keyspace
-        self._get: Callable[[bytes], bytes | None] = keyspace.get
-        self._put: Callable[[bytes, bytes], None] = keyspace.put
-        self._delete: Callable[[bytes], None] = keyspace.delete
-        raw = keyspace.get(OBSERVED_KEY)
-        self._observed = -1 if raw is None else decode_int64(raw)
         raw = keyspace.get(SPAN_KEY)
         self._span = 0 if raw is None else decode_int64(raw)
-        self._live_from = self._segment_start(self._min_live(self._observed))
+        self._live_from = self._first_live_segment(self._observed)
         self._written = next(keyspace.items(encode_int64(MIN_TIME)), None) is not None
 
     @property
@@ -165,6 +153,10 @@ class RocksDBSessionStore(SessionQueries):
     def _min_live(self, observed: int) -> int:
         """The smallest session end (ms) still live at stream time ``observed``."""
         return max(observed - self.retention_ms + 1, MIN_TIME)
+
+    def _first_live_segment(self, observed: int) -> int:
+        """The first end time (ms) of the oldest segment live at stream time ``observed``."""
+        return self._segment_start(self._min_live(observed))
 
     def _segment_start(self, end: int) -> int:
         """The first end time (ms) of the segment holding ``end``."""
@@ -217,33 +209,7 @@ class RocksDBSessionStore(SessionQueries):
                 self._put(SPAN_KEY, encode_int64(self._span))
         self._written = True
 
-    def _advance(self, observed: int) -> None:
-        """Move the stream time to ``observed`` and drop the segments it expires."""
-        self._put(OBSERVED_KEY, encode_int64(observed))
-        self._observed = observed
-        live_from = self._segment_start(self._min_live(observed))
-        if live_from > self._live_from:
-            self._keyspace.delete_range(encode_int64(self._live_from), encode_int64(live_from))
-            self._live_from = live_from
-
     # -- looking up ----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the store (idempotent); its data stays in the keyspace, operations raise.
-
-        The keyspace's database is neither committed nor closed.
-        """
-        self.is_open = False
-        message = f"state store {self.name!r} is closed"
-
-        def closed(*_args: object) -> Any:
-            raise StoreClosedError(message)
-
-        self._get = self._put = self._delete = closed
-
-    def _check_open(self) -> None:
-        if not self.is_open:
-            raise StoreClosedError(f"state store {self.name!r} is closed")
 
     def fetch_session(self, key: Any, start: int, end: int) -> Any:
         """The aggregate of the session ``[start, end]`` of ``key``, or ``None``.

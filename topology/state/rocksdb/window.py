@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...errors import StoreClosedError
 from ...windows import Window, Windowed
 from ..segments import window_segment_interval
 from ..versioned import segment_id
@@ -34,16 +33,16 @@ from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_wi
 from .codec import decode_int64, encode_int64
 from .key_value import pack_entry, unpack_entry, unpack_value, unpack_value_only
 from .keyspace import Keyspace
+from .segmented import OBSERVED_KEY, SegmentedStore
 
 __all__ = ("RocksDBWindowStore",)
 
-OBSERVED_KEY = b""
 """The key of the observed stream time: shorter than, so before, every window's key."""
 _MIN_START = -(2**63)
 _MAX_START = 2**63 - 1
 
 
-class RocksDBWindowStore:
+class RocksDBWindowStore(SegmentedStore):
     """Window store of ``(key, window start) -> (value, timestamp)`` in a keyspace.
 
     Behaves as :class:`~topology.state.memory.InMemoryWindowStore`: ``fetch_all`` and
@@ -86,8 +85,6 @@ class RocksDBWindowStore:
     """
 
     persistent = True
-    is_open = True
-    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
                  window_size_ms: int, retention_ms: int, keyspace: Keyspace) -> None:
@@ -97,19 +94,11 @@ class RocksDBWindowStore:
                 raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
             if value < least:
                 raise ValueError(f"{what} is at least {least} ms, got {value}")
-        self.name = name
-        self._key_bytes = key_serializer
+        self._bind(name, key_serializer, retention_ms, keyspace)
         self.window_size_ms = window_size_ms
-        self.retention_ms = retention_ms
         self.segment_interval_ms = window_segment_interval(retention_ms)
         """Width (ms) of the segments that expire whole."""
-        self._keyspace = keyspace
-        self._get: Callable[[bytes], bytes | None] = keyspace.get
-        self._put: Callable[[bytes, bytes], None] = keyspace.put
-        self._delete: Callable[[bytes], None] = keyspace.delete
-        raw = keyspace.get(OBSERVED_KEY)
-        self._observed = -1 if raw is None else decode_int64(raw)
-        self._live_from = self._segment_start(self._observed)
+        self._live_from = self._first_live_segment(self._observed)
         self._written = next(keyspace.items(encode_int64(_MIN_START)), None) is not None
 
     @property
@@ -127,7 +116,7 @@ class RocksDBWindowStore:
         """
         return self._written
 
-    def _segment_start(self, observed: int) -> int:
+    def _first_live_segment(self, observed: int) -> int:
         """The first start (ms) of the oldest segment live at stream time ``observed``."""
         first_live = observed - self.retention_ms + 1
         interval = self.segment_interval_ms
@@ -168,33 +157,7 @@ class RocksDBWindowStore:
             self._put(window_key, pack_entry(value, key, timestamp))
         self._written = True
 
-    def _advance(self, observed: int) -> None:
-        """Move the stream time to ``observed`` and drop the segments it expires."""
-        self._put(OBSERVED_KEY, encode_int64(observed))
-        self._observed = observed
-        live_from = self._segment_start(observed)
-        if live_from > self._live_from:
-            self._keyspace.delete_range(encode_int64(self._live_from), encode_int64(live_from))
-            self._live_from = live_from
-
     # -- public window-store API ---------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the store (idempotent); its data stays in the keyspace, operations raise.
-
-        The keyspace's database is neither committed nor closed.
-        """
-        self.is_open = False
-        message = f"state store {self.name!r} is closed"
-
-        def closed(*_args: object) -> Any:
-            raise StoreClosedError(message)
-
-        self._get = self._put = self._delete = closed
-
-    def _check_open(self) -> None:
-        if not self.is_open:
-            raise StoreClosedError(f"state store {self.name!r} is closed")
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
         """Store ``value`` for ``key`` in the window starting at ``window_start`` (ms).
@@ -366,7 +329,7 @@ class RocksDBWindowStore:
         keyspace = self._keyspace
         stored = keyspace.get(OBSERVED_KEY)
         assert (-1 if stored is None else decode_int64(stored)) == self._observed, "stream time"
-        assert self._live_from == self._segment_start(self._observed), "oldest live segment"
+        assert self._live_from == self._first_live_segment(self._observed), "oldest live segment"
         ser = self._key_bytes
         for window_key, raw in keyspace.items(encode_int64(_MIN_START)):
             start = decode_int64(window_key[:8])

@@ -1,0 +1,76 @@
+"""What the RocksDB window and session stores share: time segments in one keyspace.
+
+Both stores begin every data key with the 8-byte start of its time segment, so a whole
+segment expires with one ``delete_range``. The observed stream time (ms) lives in the same
+keyspace under the empty key, which sorts before every data key, so a reopened store resumes
+where the last commit left it. A closed store refuses every operation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from ...errors import StoreClosedError
+from .codec import decode_int64, encode_int64
+from .keyspace import Keyspace
+
+__all__ = ("OBSERVED_KEY", "SegmentedStore")
+
+OBSERVED_KEY = b""
+"""The key of the observed stream time: shorter than, so before, every data key."""
+
+
+class SegmentedStore(ABC):
+    """A store on a keyspace of time segments: stream time, expiry by segment, close."""
+
+    name: str
+    retention_ms: int
+    _live_from: int
+    """The start (ms) of the oldest live segment; set by the subclass once it can compute it."""
+    is_open = True
+    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
+
+    def _bind(self, name: str, key_serializer: Callable[[Any], bytes | None],
+              retention_ms: int, keyspace: Keyspace) -> None:
+        """Take the keyspace and read the observed stream time it holds (``-1`` if none)."""
+        self.name = name
+        self._key_bytes = key_serializer
+        self.retention_ms = retention_ms
+        self._keyspace = keyspace
+        self._get: Callable[[bytes], bytes | None] = keyspace.get
+        self._put: Callable[[bytes, bytes], None] = keyspace.put
+        self._delete: Callable[[bytes], None] = keyspace.delete
+        raw = keyspace.get(OBSERVED_KEY)
+        self._observed = -1 if raw is None else decode_int64(raw)
+
+    @abstractmethod
+    def _first_live_segment(self, observed: int) -> int:
+        """The start (ms) of the oldest segment still live at stream time ``observed``."""
+
+    def _advance(self, observed: int) -> None:
+        """Move the stream time to ``observed`` and drop the segments it expires."""
+        self._put(OBSERVED_KEY, encode_int64(observed))
+        self._observed = observed
+        live_from = self._first_live_segment(observed)
+        if live_from > self._live_from:
+            self._keyspace.delete_range(encode_int64(self._live_from), encode_int64(live_from))
+            self._live_from = live_from
+
+    def close(self) -> None:
+        """Close the store (idempotent); its data stays in the keyspace, operations raise.
+
+        The keyspace's database is neither committed nor closed.
+        """
+        self.is_open = False
+        message = f"state store {self.name!r} is closed"
+
+        def closed(*_args: object) -> Any:
+            raise StoreClosedError(message)
+
+        self._get = self._put = self._delete = closed
+
+    def _check_open(self) -> None:
+        if not self.is_open:
+            raise StoreClosedError(f"state store {self.name!r} is closed")
