@@ -38,21 +38,18 @@ from spark_pipeline import (  # noqa: E402
     ALERT_EUR,
     CURRENCIES,
     FILES,
-    HOUR,
-    MINUTE,
     build_topology,
     generate,
+    hourly_alerts,
     job_main,
     read_input,
     write_files,
 )
 
-from suppress import BufferConfig, Suppressed  # noqa: E402
 from topology import (  # noqa: E402
     Consumed,
     Serdes,
     StreamsBuilder,
-    TimeWindows,
     Topology,
     TopologyTestDriver,
 )
@@ -66,15 +63,9 @@ from topology.spark import (  # noqa: E402
 def build_compiled_topology() -> Topology:
     """Payments -> EUR at a reference rate -> hourly total per account -> final totals > 5,000."""
     b = StreamsBuilder()
-    (b.stream("payments", Consumed(key_serde=Serdes.string(), value_serde=Serdes.json()))
-     .map(lambda payment_id, p: (p["account"], p["amount"] * CURRENCIES[p["currency"]]))
-     .group_by_key()
-     .windowed_by(TimeWindows.of_size_and_grace(HOUR, 10 * MINUTE))
-     .reduce(lambda total, eur: total + eur)
-     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
-     .to_stream()
-     .filter(lambda window, total: total > ALERT_EUR)
-     .to("alerts"))
+    hourly_alerts(
+        b.stream("payments", Consumed(key_serde=Serdes.string(), value_serde=Serdes.json()))
+        .map(lambda payment_id, p: (p["account"], p["amount"] * CURRENCIES[p["currency"]])))
     return b.build()
 
 

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from suppress import BufferConfig, Suppressed
 from topology import (
     Consumed,
+    KStream,
     Materialized,
     Serdes,
     StreamsBuilder,
@@ -68,10 +69,17 @@ def build_topology() -> Topology:
     b = StreamsBuilder()
     rates = b.table("rates", Consumed(key_serde=Serdes.string(), value_serde=Serdes.double()),
                     Materialized.versioned("rates", history_retention=2 * HOUR))
-    (b.stream("payments", Consumed(key_serde=Serdes.string(), value_serde=Serdes.json()))
-     .map(lambda payment_id, p: (p["currency"], (p["account"], p["amount"])))
-     .join(rates, lambda payment, rate: (payment[0], payment[1] * rate))
-     .map(lambda currency, converted: converted)           # re-keyed by account
+    payments = b.stream("payments", Consumed(key_serde=Serdes.string(), value_serde=Serdes.json()))
+    hourly_alerts(payments
+                  .map(lambda payment_id, p: (p["currency"], (p["account"], p["amount"])))
+                  .join(rates, lambda payment, rate: (payment[0], payment[1] * rate))
+                  .map(lambda currency, converted: converted))  # re-keyed by account
+    return b.build()
+
+
+def hourly_alerts(eur_by_account: KStream) -> None:
+    """Hourly EUR totals per account, one final total per hour, those above 5,000 to "alerts"."""
+    (eur_by_account
      .group_by_key()
      .windowed_by(TimeWindows.of_size_and_grace(HOUR, 10 * MINUTE))
      .reduce(lambda total, eur: total + eur)
@@ -79,7 +87,6 @@ def build_topology() -> Topology:
      .to_stream()
      .filter(lambda window, total: total > ALERT_EUR)
      .to("alerts"))
-    return b.build()
 
 
 # -- a day of out-of-order payments and rates ---------------------------------------------------

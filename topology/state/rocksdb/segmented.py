@@ -44,6 +44,25 @@ class SegmentedStore(ABC):
         self._delete: Callable[[bytes], None] = keyspace.delete
         raw = keyspace.get(OBSERVED_KEY)
         self._observed = -1 if raw is None else decode_int64(raw)
+        self._written = next(keyspace.items(encode_int64(-(2**63))), None) is not None
+
+    @property
+    def observed_stream_time(self) -> int:
+        """The largest data time written so far (ms): a window's start, a session's end.
+
+        ``-1`` before the first write.
+        """
+        return self._observed
+
+    @property
+    def written(self) -> bool:
+        """Whether anything was written or deleted (a write to expired data is not a write).
+
+        Kafka logs every write of a store to its changelog, so this says whether the
+        changelog topic exists. A store constructed on a keyspace that holds data counts as
+        written.
+        """
+        return self._written
 
     @abstractmethod
     def _first_live_segment(self, observed: int) -> int:

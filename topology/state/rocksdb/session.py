@@ -133,22 +133,6 @@ class RocksDBSessionStore(SegmentedStore, SessionQueries):
         raw = keyspace.get(SPAN_KEY)
         self._span = 0 if raw is None else decode_int64(raw)
         self._live_from = self._first_live_segment(self._observed)
-        self._written = next(keyspace.items(encode_int64(MIN_TIME)), None) is not None
-
-    @property
-    def observed_stream_time(self) -> int:
-        """The largest session end written so far (ms); ``-1`` before the first write."""
-        return self._observed
-
-    @property
-    def written(self) -> bool:
-        """Whether anything was put or removed (a write to an expired session is not a write).
-
-        Kafka logs every write of a store to its changelog, so this says whether the
-        changelog topic exists. A store constructed on a keyspace that holds sessions counts
-        as written.
-        """
-        return self._written
 
     def _min_live(self, observed: int) -> int:
         """The smallest session end (ms) still live at stream time ``observed``."""

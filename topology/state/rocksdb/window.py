@@ -99,22 +99,6 @@ class RocksDBWindowStore(SegmentedStore):
         self.segment_interval_ms = window_segment_interval(retention_ms)
         """Width (ms) of the segments that expire whole."""
         self._live_from = self._first_live_segment(self._observed)
-        self._written = next(keyspace.items(encode_int64(_MIN_START)), None) is not None
-
-    @property
-    def observed_stream_time(self) -> int:
-        """The largest window start written so far (ms); ``-1`` before the first write."""
-        return self._observed
-
-    @property
-    def written(self) -> bool:
-        """Whether anything was put or deleted (a write to an expired window is not a write).
-
-        Kafka logs every write of a store to its changelog, so this says whether the
-        changelog topic exists. A store constructed on a keyspace that holds windows counts
-        as written.
-        """
-        return self._written
 
     def _first_live_segment(self, observed: int) -> int:
         """The first start (ms) of the oldest segment live at stream time ``observed``."""
