@@ -106,7 +106,8 @@ class DistributedRunner:
         self._query: Any = None
         stateful = compiled.limit or compiled.join
         if stateful is not None:
-            _check_rocksdb(next(iter(sources.values())).sparkSession, stateful.name)
+            _check_transform_with_state(next(iter(sources.values())).sparkSession,
+                                        stateful.name)
 
     # -- building the query --------------------------------------------------------------------
 
@@ -369,8 +370,15 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 """The state store that Spark's ``transformWithState`` needs."""
 
 
-def _check_rocksdb(spark: Any, node: str) -> None:
-    """Refuse a session whose state store ``transformWithState`` cannot use."""
+def _check_transform_with_state(spark: Any, node: str) -> None:
+    """Refuse a session or a Python that ``transformWithState`` cannot run on."""
+    try:
+        import google.protobuf  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            f"{node} runs in Spark's transformWithState, whose Python worker needs the "
+            f"protobuf package: pip install 'protobuf>=6.33.5' (the spark extra brings "
+            f"it)") from None
     key = "spark.sql.streaming.stateStore.providerClass"
     provider = spark.conf.get(key, None)
     if provider != ROCKSDB_PROVIDER:
