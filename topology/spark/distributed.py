@@ -29,6 +29,7 @@ Anything else is refused when the runner is built, naming the node
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -372,13 +373,12 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 
 def _check_transform_with_state(spark: Any, node: str) -> None:
     """Refuse a session or a Python that ``transformWithState`` cannot run on."""
-    try:
-        import google.protobuf  # noqa: F401
-    except ImportError:
+    if (importlib.util.find_spec("google") is None
+            or importlib.util.find_spec("google.protobuf") is None):
         raise ValueError(
             f"{node} runs in Spark's transformWithState, whose Python worker needs the "
             f"protobuf package: pip install 'protobuf>=6.33.5' (the spark extra brings "
-            f"it)") from None
+            f"it)")
     key = "spark.sql.streaming.stateStore.providerClass"
     provider = spark.conf.get(key, None)
     if provider != ROCKSDB_PROVIDER:
