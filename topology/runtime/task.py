@@ -241,6 +241,7 @@ class Task:
         routes late records through the aggregation as the separate path does.
         """
         from .processors.fused import FusedFinalResults, can_fuse
+        from .processors.fused_inclusive import FusedInclusiveFinalResults, can_fuse_inclusive
 
         for node in self.topology.nodes:
             parent = self.processors[node.name]
@@ -251,11 +252,17 @@ class Task:
             child = self.processors[children[0].name]
             if child.name in self._looked_up or not getattr(parent, "has_buckets", True):
                 continue
+            fused: FusedFinalResults | FusedInclusiveFinalResults
             if can_fuse(parent, child):
                 fused = FusedFinalResults(parent, child, self.debug_metrics)  # type: ignore[arg-type]
-                self.fused[node.name] = fused
-                self.register_suppression(child.name, fused, fused.metrics,
-                                          child.store_name)  # type: ignore[attr-defined]
+            elif can_fuse_inclusive(parent, child):
+                fused = FusedInclusiveFinalResults(parent, child,  # type: ignore[arg-type]
+                                                   self.debug_metrics)
+            else:
+                continue
+            self.fused[node.name] = fused
+            self.register_suppression(child.name, fused, fused.metrics,
+                                      child.store_name)  # type: ignore[attr-defined]
 
     def register_suppression(self, name: str, view: SuppressionView, metrics: SuppressMetrics,
                              store_name: str | None) -> None:

@@ -69,6 +69,9 @@ class SuppressNodeProcessor(InternalProcessor):
         self._idle = suppressed.idle_close_ms
         self._seen = 0
         """Records that reached this node (counted only with idle close)."""
+        self.fused_change: ForwardChange | None = None
+        """Set by a fused final-results step that buffers this node's updates itself
+        (:mod:`~topology.runtime.processors.fused_inclusive`): then the change entry."""
 
     def init(self, task: Task) -> None:
         """Create the engine and register it as this node's suppression."""
@@ -136,8 +139,11 @@ class SuppressNodeProcessor(InternalProcessor):
     def change_entry(self) -> ForwardChange:
         """The engine's change entry; :meth:`process_change` when it must see records.
 
-        That is with a state directory (dirty keys) or idle close (records seen).
+        That is with a state directory (dirty keys) or idle close (records seen). A fused
+        step's :attr:`fused_change` when one took this node's buffer over.
         """
+        if self.fused_change is not None:
+            return self.fused_change
         if self._durable or self._idle is not None:
             return self.process_change
         return self.engine.change_entry()

@@ -1,0 +1,237 @@
+"""Fused final results for sliding and session windows (inclusive ends).
+
+When a sliding or session aggregation's only child is a final-results suppression that shuts
+down when full (unbounded included; not one that spills to disk, nor one with idle close), the
+task runs the suppression's half in this step (``fuse=True``, the default; the driver's
+``fuse_final_results`` config turns it off). The aggregation itself runs unchanged: its
+table updates (``forward_change``) reach :meth:`FusedInclusiveFinalResults.change` instead
+of the suppression engine, which does, per update and in the same order, what
+:meth:`suppress.processor.SuppressProcessor.process_change` does for final results:
+
+1. the suppression's own stream time ``T = max(T, update timestamp)`` (kept on the
+   suppression's engine, so observers see one value whichever path runs);
+2. the buffer put at the window's buffer time (the suppression node's rule: the exclusive end
+   ``end + 1``): a new entry keeps the old value as its prior and its serialized key as its
+   place in the order; an update keeps both and replaces value, old value and context;
+3. DEBUG metrics: a sample after the put;
+4. emission, in (buffer time, key bytes, buffering order) order, of every buffered window
+   that :func:`suppress.time.is_window_closed` says is closed at ``T`` (with the
+   suppression's delay), each entry removed only after its record went downstream; windows
+   that ended deleted (a tombstone: a merged session) are dropped; a sample after the batch;
+5. the capacity check (:class:`~suppress.errors.BufferFullError`).
+
+What it saves: the engine's general buffer, which buckets entries per buffer time (right for
+time windows, where thousands of keys share a window end; here nearly every window has an end
+of its own) and builds an entry object per window, and the calls between the nodes. Here one
+heap of ``(buffer time, key bytes, sequence, index key)`` orders the entries, and an entry is
+a list indexed by the plain tuple ``(key, start, end)`` (hashed and compared in C, where a
+:class:`~topology.Windowed` compares in Python). Keys and values are serialized through the
+suppression node, so an error is located at the same node as on the separate path. A
+property test (``tests/topology/test_fusion_inclusive.py``) runs random streams both ways,
+user code that raises included, and compares outputs, errors, drops, late records, metrics,
+store contents and the suppression's stream time after every record.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from suppress.config import BufferFullStrategy
+from suppress.entry import RecordContext, context_size, entry_size
+from suppress.errors import BufferFullError
+from suppress.processor import SuppressMetrics
+from suppress.time import is_window_closed, window_close_time
+
+from ..processor import Forward
+from .session import SessionWindowAggregateProcessor
+from .sliding import SlidingWindowAggregateProcessor
+from .suppress import SuppressNodeProcessor
+
+if TYPE_CHECKING:
+    from ..processor import InternalProcessor
+
+__all__ = ("FusedInclusiveFinalResults", "can_fuse_inclusive")
+
+_NEW, _OLD, _CTX, _PRIOR, _KEY_BYTES, _SIZE, _KEY = range(7)  # entry fields
+LONG_MAX = 2**63 - 1
+_new_tuple = tuple.__new__  # a RecordContext of values known to be valid
+
+
+def can_fuse_inclusive(aggregate: InternalProcessor, child: InternalProcessor) -> bool:
+    """Whether sliding or session ``aggregate`` -> ``child`` can run fused (module docstring)."""
+    if not isinstance(aggregate, SessionWindowAggregateProcessor
+                      | SlidingWindowAggregateProcessor):
+        return False
+    if not isinstance(child, SuppressNodeProcessor) or child.suppressed.idle_close_ms is not None:
+        return False
+    return (child.suppressed.final_results
+            and child.suppressed.buffer_config.strategy is BufferFullStrategy.SHUT_DOWN)
+
+
+class FusedInclusiveFinalResults:
+    """The suppression's half of a fused sliding or session final-results step.
+
+    ``name`` is the aggregation's (records enter there); the suppression's stream time is
+    its engine's ``stream_time``. Also a :class:`~suppress.processor.SuppressionView` and the
+    buffer the suppression's metrics read.
+    """
+
+    def __init__(self, aggregate: SessionWindowAggregateProcessor
+                 | SlidingWindowAggregateProcessor,
+                 suppress: SuppressNodeProcessor, debug_metrics: bool) -> None:
+        self.name = aggregate.name
+        self._agg = aggregate
+        self._node = suppress
+        self._engine = suppress.engine  # its stream time is the suppression's
+        assert suppress._buffer_time is not None, "final results have a buffer time"
+        self._buffer_time: Callable[[Any], int] = suppress._buffer_time
+        self._delay = suppress.delay_ms
+        cfg = suppress.suppressed.buffer_config
+        self._records_limit = cfg.records_limit
+        self._bytes_limit = cfg.bytes_limit
+        self._bounded = cfg.is_bounded
+        self._debug = debug_metrics
+        self._track = cfg.bytes_limit is not None or debug_metrics
+        self._index: dict[tuple[Any, int, int], list[Any]] = {}
+        self._heap: list[tuple[int, bytes, int, tuple[Any, int, int]]] = []
+        self._seq = 0  # buffering order: the tie-break between equal key bytes
+        self._next_close = LONG_MAX  # window_close_time of the heap's head
+        self._bytes = 0  # kept only when tracking bytes
+        self.metrics = SuppressMetrics(self, debug_metrics)
+        suppress.fused_change = self.change  # the aggregation's updates come here
+
+    # -- entries -------------------------------------------------------------------------------
+
+    def record_entry(self) -> Forward:
+        """Where records arrive: the aggregation's own ``process``."""
+        return self._agg.process
+
+    def raw_entry(self) -> Callable[[Any, Any, int, int, str], None]:
+        """Where records piped without headers arrive: ``(key, value, ts, offset, topic)``."""
+        process = self._agg.process
+
+        def with_context(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
+            process(key, value, _new_tuple(RecordContext, (ts, offset, topic, 0, ())))
+
+        return with_context
+
+    def change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+        """Buffer one table update of window ``key``; emit what is due (module docstring)."""
+        engine = self._engine
+        ts = ctx[0]
+        if ts > engine.stream_time:
+            engine.stream_time = ts
+        inner, (start, end) = key
+        index_key = (inner, start, end)
+        entry = self._index.get(index_key)
+        if entry is not None:
+            if self._track:  # sized first: a serializer error leaves the entry as it was
+                size = self._size_of(entry[_KEY_BYTES], entry[_PRIOR], old, new, ctx)
+                self._bytes += size - entry[_SIZE]
+                entry[_SIZE] = size
+            entry[_NEW] = new
+            entry[_OLD] = old
+            entry[_CTX] = ctx
+        else:
+            key_bytes = self._node.key_bytes(key)
+            size = self._size_of(key_bytes, old, old, new, ctx) if self._track else 0
+            time = self._buffer_time(key)
+            self._seq += 1
+            heap = self._heap
+            heapq.heappush(heap, (time, key_bytes, self._seq, index_key))
+            self._index[index_key] = [new, old, ctx, old, key_bytes, size, key]
+            self._bytes += size
+            if heap[0][0] == time:
+                self._next_close = window_close_time(time, self._delay)
+        if self._debug:
+            self.metrics.sample()
+        if self._bounded or engine.stream_time >= self._next_close:
+            self._enforce()
+
+    def _enforce(self) -> None:
+        """Emit what is closed at the suppression's time, then check the capacity."""
+        heap = self._heap
+        if heap and is_window_closed(heap[0][0], self._delay, self._engine.stream_time):
+            self._emit_closed()
+            if self._debug:
+                self.metrics.sample()
+        records_limit, bytes_limit = self._records_limit, self._bytes_limit
+        if (records_limit is not None and len(self._index) > records_limit) or (
+                bytes_limit is not None and self._bytes > bytes_limit):
+            raise BufferFullError(self._node.name, len(self._index), records_limit,
+                                  self.size_bytes, bytes_limit)
+
+    def _emit_closed(self) -> None:
+        """Emit every closed window in order; each leaves the buffer after it went out."""
+        heap, index, delay = self._heap, self._index, self._delay
+        now = self._engine.stream_time
+        forward = self._node.forward_change
+        metrics = self.metrics
+        pop = heapq.heappop
+        while heap and is_window_closed(heap[0][0], delay, now):
+            index_key = heap[0][3]
+            entry = index[index_key]
+            new = entry[_NEW]
+            if new is not None:  # a window that ended deleted has no final result
+                metrics.emit_total += 1
+                forward(entry[_KEY], new, entry[_OLD], entry[_CTX])
+            pop(heap)
+            del index[index_key]
+            self._bytes -= entry[_SIZE]
+        self._next_close = window_close_time(heap[0][0], delay) if heap else LONG_MAX
+
+    def _size_of(self, key_bytes: bytes, prior: Any, old: Any, new: Any,
+                 ctx: RecordContext) -> int:
+        """Kafka's size of an entry holding these values (serialized by the node)."""
+        value_bytes = self._node.value_bytes
+        prior_bytes = value_bytes(prior)
+        old_bytes = prior_bytes if old is prior else value_bytes(old)
+        return entry_size(key_bytes, prior_bytes, old_bytes, value_bytes(new),
+                          context_size(ctx))
+
+    # -- the suppression as observers see it ---------------------------------------------------
+
+    @property
+    def stream_time(self) -> int:
+        """The suppression's stream time (ms)."""
+        return self._engine.stream_time
+
+    @property
+    def num_records(self) -> int:
+        """Buffered windows."""
+        return len(self._index)
+
+    @property
+    def size_bytes(self) -> int:
+        """Kafka's size estimate of the buffer (kept, or computed on demand)."""
+        if self._track:
+            return self._bytes
+        return sum(self._size_of(entry[_KEY_BYTES], entry[_PRIOR], entry[_OLD], entry[_NEW],
+                                 entry[_CTX]) for entry in self._index.values())
+
+    def buffered(self) -> list[tuple[Any, Any, int]]:
+        """``(key, value, timestamp)`` of every buffered entry, in eviction order."""
+        index = self._index
+        return [(entry[_KEY], entry[_NEW], entry[_CTX][0])
+                for entry in (index[item[3]] for item in sorted(self._heap))]
+
+    def _check(self) -> None:
+        """Assert the invariants (tests call it).
+
+        One heap item per buffered window, with its buffer time and key bytes; the head's
+        close time is kept; the byte total (when tracked) is the sum of the entries' sizes.
+        """
+        heap, index = self._heap, self._index
+        assert len(heap) == len(index), "heap and index disagree"
+        for time, key_bytes, _, index_key in heap:
+            entry = index[index_key]
+            assert entry[_KEY_BYTES] == key_bytes, f"{index_key}: key bytes"
+            assert self._buffer_time(entry[_KEY]) == time, f"{index_key}: buffer time"
+        for i in range(1, len(heap)):
+            assert heap[(i - 1) // 2] < heap[i], "heap order broken"
+        expected = window_close_time(heap[0][0], self._delay) if heap else LONG_MAX
+        assert self._next_close == expected, "stale close time"
+        if self._track:
+            assert self._bytes == sum(entry[_SIZE] for entry in index.values()), "byte total"
