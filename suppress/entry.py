@@ -29,10 +29,14 @@ class RecordContext(NamedTuple):
 
     def with_timestamp(self, timestamp: int) -> RecordContext:
         """Same context with another timestamp (ms)."""
-        if timestamp == self.timestamp:
+        if timestamp == self[0]:
             return self
-        return self._replace(timestamp=timestamp)
+        # the fields of a valid context with a new timestamp: built without _replace's parsing
+        context: RecordContext = _new_tuple(RecordContext, (timestamp, *self[1:]))
+        return context
 
+
+_new_tuple = tuple.__new__
 
 _CONTEXT_FIXED: Final = 8 + 8 + 4  # timestamp, offset, partition
 

@@ -371,16 +371,38 @@ def time_windowed_parts(serializer: Callable[[Any], Any], start: int
     return serializer.inner, _PACK_LONG(start)
 
 
+class _SessionWindowedWriter:
+    """Kafka's session key layout: ``inner(key)`` bytes + end (8) + start (8), big-endian."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Callable[[Any], bytes | None]) -> None:
+        self.inner = inner
+
+    def __call__(self, w: Windowed) -> bytes:
+        window = w[1]
+        return (self.inner(w[0]) or b"") + _SESSION_STRUCT.pack(window[1], window[0])
+
+
 def _session_windowed_writer(inner: Callable[[Any], bytes | None]
                              ) -> Callable[[Windowed], bytes]:
-    """Kafka's session key layout: ``inner(key)`` bytes + end (8) + start (8), big-endian."""
-    pack = _SESSION_STRUCT.pack
+    return _SessionWindowedWriter(inner)
 
-    def write(w: Windowed) -> bytes:
-        window = w[1]
-        return (inner(w[0]) or b"") + pack(window[1], window[0])
 
-    return write
+def session_windowed_inner(serializer: Callable[[Any], Any]) -> Callable[[Any], Any] | None:
+    """The inner serializer of a session-windowed key serializer built here, else ``None``.
+
+    For ``serializer`` from :func:`windowed_serializer` (``session=True``), the bytes of
+    ``Windowed(key, Window(start, end))`` are ``(inner(key) or b"")`` followed by
+    :func:`pack_session_bounds` of ``(end, start)``, with the same errors.
+    """
+    if type(serializer) is not _SessionWindowedWriter:
+        return None
+    return serializer.inner
+
+
+pack_session_bounds: Callable[[int, int], bytes] = _SESSION_STRUCT.pack
+"""``(end, start)`` as the session key layout writes them after the key (16 bytes)."""
 
 
 def _checked(write: Callable[[Windowed], bytes]) -> Callable[[Windowed], bytes]:

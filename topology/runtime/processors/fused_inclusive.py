@@ -24,12 +24,15 @@ What it saves: the engine's general buffer, which buckets entries per buffer tim
 time windows, where thousands of keys share a window end; here nearly every window has an end
 of its own) and builds an entry object per window, and the calls between the nodes. Here one
 heap of ``(buffer time, key bytes, sequence, index key)`` orders the entries, and an entry is
-a list indexed by the plain tuple ``(key, start, end)`` (hashed and compared in C, where a
-:class:`~topology.Windowed` compares in Python). Keys and values are serialized through the
-suppression node, so an error is located at the same node as on the separate path. A
-property test (``tests/topology/test_fusion_inclusive.py``) runs random streams both ways,
-user code that raises included, and compares outputs, errors, drops, late records, metrics,
-store contents and the suppression's stream time after every record.
+a tuple ``(new, old, context, prior, key bytes, size, windowed key)``, replaced on update (the
+garbage collector stops tracking tuples of plain values), indexed by the plain tuple ``(key,
+start, end)`` (hashed and compared in C, where a :class:`~topology.Windowed` compares in
+Python). Keys and values are serialized through the suppression node, so an error is located
+at the same node as on the separate path. For sessions, a record that starts a session of its
+own runs inline (:meth:`FusedInclusiveFinalResults._session_step`). A property test
+(``tests/topology/test_fusion_inclusive.py``) runs random streams both ways, user code that
+raises included, and compares outputs, errors, drops, late records, metrics, store contents
+and the suppression's stream time after every record.
 """
 
 from __future__ import annotations
@@ -44,7 +47,11 @@ from suppress.errors import BufferFullError
 from suppress.processor import SuppressMetrics
 from suppress.time import is_window_closed, window_close_time
 
+from ...serde import pack_session_bounds, runs_no_user_code, session_windowed_inner
+from ...state.memory import InMemorySessionStore
+from ...windows import Window, Windowed
 from ..processor import Forward
+from .aggregate import count_adder, count_initializer
 from .session import SessionWindowAggregateProcessor
 from .sliding import SlidingWindowAggregateProcessor
 from .suppress import SuppressNodeProcessor
@@ -94,7 +101,7 @@ class FusedInclusiveFinalResults:
         self._bounded = cfg.is_bounded
         self._debug = debug_metrics
         self._track = cfg.bytes_limit is not None or debug_metrics
-        self._index: dict[tuple[Any, int, int], list[Any]] = {}
+        self._index: dict[tuple[Any, int, int], tuple[Any, ...]] = {}
         self._heap: list[tuple[int, bytes, int, tuple[Any, int, int]]] = []
         self._seq = 0  # buffering order: the tie-break between equal key bytes
         self._next_close = LONG_MAX  # window_close_time of the heap's head
@@ -105,17 +112,90 @@ class FusedInclusiveFinalResults:
     # -- entries -------------------------------------------------------------------------------
 
     def record_entry(self) -> Forward:
-        """Where records arrive: the aggregation's own ``process``."""
-        return self._agg.process
+        """Where records arrive: the aggregation's ``process``, or :meth:`_session_step`'s."""
+        step = self._session_step()
+        return self._agg.process if step is None else step
 
     def raw_entry(self) -> Callable[[Any, Any, int, int, str], None]:
         """Where records piped without headers arrive: ``(key, value, ts, offset, topic)``."""
-        process = self._agg.process
+        process = self.record_entry()
 
         def with_context(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
             process(key, value, _new_tuple(RecordContext, (ts, offset, topic, 0, ())))
 
         return with_context
+
+    def _session_step(self) -> Forward | None:
+        """For sessions in the in-memory store with built-in key serializers: the record entry.
+
+        A record whose key has no stored session ending at or after ``ts - gap`` finds no
+        session to merge with: the aggregation's steps for it are, in order, its stream time,
+        ``initializer()``, the close rule on ``[ts, ts]`` (a drop, through the aggregation's
+        late records), ``aggregator(...)``, the store write and the update of ``[ts, ts]``,
+        whose buffer entry is new (its key bytes are the store's key bytes and the packed
+        bounds, as the suppression's serializer writes them). They run here, inline; every
+        other record (null key, a session near) goes to the aggregation's ``process``.
+        ``None`` when the conditions do not hold (the aggregation's ``process`` then).
+        """
+        agg = self._agg
+        if not isinstance(agg, SessionWindowAggregateProcessor):
+            return None
+        store = agg._store
+        if type(store) is not InMemorySessionStore:
+            return None
+        key_ser: Callable[[Any], bytes | None] = store._key_bytes
+        if (not runs_no_user_code(key_ser)
+                or session_windowed_inner(self._node.key_serializer) is not key_ser):
+            return None
+        process, late = agg.process, agg.late
+        engine, index, heap = self._engine, self._index, self._heap
+        gap, delay, buffer_delay = agg._gap, agg._delay, self._delay
+        initializer, aggregator = agg._initializer, agg._aggregator
+        counting = initializer is count_initializer and aggregator is count_adder
+        latest_end, write = store._latest_end, store._write_bytes
+        buffer_time, change = self._buffer_time, self.change
+        heappush = heapq.heappush
+        new_tuple = _new_tuple
+
+        def step(key: Any, value: Any, ctx: RecordContext) -> None:
+            if key is None:
+                process(key, value, ctx)
+                return
+            ts = ctx[0]
+            kb = key_ser(key) or b""
+            if latest_end(kb) >= ts - gap:  # a session may be near: the general steps
+                process(key, value, ctx)
+                return
+            if ts > agg.stream_time:
+                agg.stream_time = ts
+            now = agg.stream_time
+            if counting:
+                new: Any = 0
+            else:
+                new = initializer()
+            if is_window_closed(ts + 1, delay, now):
+                late.drop(key, value, ctx, ts, ts, now - delay, now)
+                return
+            new = 1 if counting else aggregator(key, value, new)
+            write(kb, key, ts, ts, new)
+            session = new_tuple(Windowed, (key, new_tuple(Window, (ts, ts))))
+            index_key = (key, ts, ts)
+            if self._track or new is None or index_key in index:
+                change(session, new, None, ctx)
+                return
+            if ts > engine.stream_time:
+                engine.stream_time = ts
+            time = buffer_time(session)
+            key_bytes = kb + pack_session_bounds(ts, ts)
+            self._seq += 1
+            heappush(heap, (time, key_bytes, self._seq, index_key))
+            index[index_key] = (new, None, ctx, None, key_bytes, 0, session)
+            if heap[0][0] == time:
+                self._next_close = window_close_time(time, buffer_delay)
+            if self._bounded or engine.stream_time >= self._next_close:
+                self._enforce()
+
+        return step
 
     def change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer one table update of window ``key``; emit what is due (module docstring)."""
@@ -127,13 +207,12 @@ class FusedInclusiveFinalResults:
         index_key = (inner, start, end)
         entry = self._index.get(index_key)
         if entry is not None:
+            size = 0
             if self._track:  # sized first: a serializer error leaves the entry as it was
                 size = self._size_of(entry[_KEY_BYTES], entry[_PRIOR], old, new, ctx)
                 self._bytes += size - entry[_SIZE]
-                entry[_SIZE] = size
-            entry[_NEW] = new
-            entry[_OLD] = old
-            entry[_CTX] = ctx
+            self._index[index_key] = (new, old, ctx, entry[_PRIOR], entry[_KEY_BYTES], size,
+                                      entry[_KEY])
         else:
             key_bytes = self._node.key_bytes(key)
             size = self._size_of(key_bytes, old, old, new, ctx) if self._track else 0
@@ -141,7 +220,7 @@ class FusedInclusiveFinalResults:
             self._seq += 1
             heap = self._heap
             heapq.heappush(heap, (time, key_bytes, self._seq, index_key))
-            self._index[index_key] = [new, old, ctx, old, key_bytes, size, key]
+            self._index[index_key] = (new, old, ctx, old, key_bytes, size, key)
             self._bytes += size
             if heap[0][0] == time:
                 self._next_close = window_close_time(time, self._delay)

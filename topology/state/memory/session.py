@@ -6,8 +6,6 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed
 from ..segments import window_segment_interval
@@ -60,11 +58,12 @@ class InMemorySessionStore(SessionQueries):
     :attr:`observed_stream_time`).
 
     Runtime complexity: ``put``/``remove``/``fetch_session`` are a dict lookup and a bisect
-    in the key's sessions, O(log s) plus O(s) list insertion for s sessions of the key (a new
-    key adds O(log n) to keep the keys in order); a single-key query is O(log s + k) for the
-    k sessions ending between ``earliest_session_end`` and ``latest_session_start`` plus the
-    key's longest session, a key-range query O(log n + m) for the m sessions of the keys in
-    the range. Expired sessions are dropped a segment at a time, when the stream time leaves it.
+    in the key's sessions, O(log s) plus O(s) list insertion for s sessions of the key; a
+    single-key query is O(log s + k) for the k sessions ending between
+    ``earliest_session_end`` and ``latest_session_start`` plus the key's longest session, a
+    key-range query O(log n + m) for the m sessions of the keys in the range (plus O(n log n)
+    to sort the keys when keys came or went since the last such query). Expired sessions are
+    dropped a segment at a time, when the stream time leaves it.
 
     >>> s = InMemorySessionStore("s", str.encode, retention_ms=1_000)
     >>> s.put(Windowed("a", Window(0, 5)), 2); s.put(Windowed("a", Window(20, 20)), 1)
@@ -102,7 +101,10 @@ class InMemorySessionStore(SessionQueries):
         self.segment_interval_ms = segment_interval_ms
         """Width (ms) of the end-time segments that expire whole."""
         self._by_key: dict[bytes, _Sessions] = {}
-        self._keys: SortedList = SortedList()
+        self._keys: list[bytes] | None = []
+        """The keys of ``_by_key`` sorted, for key-range queries; ``None`` when a key came or
+        went since the last one (sorted again when next needed: the aggregation's writes add
+        and drop keys all the time, and key-range queries are rare)."""
         self._segments: dict[int, set[bytes]] = {}
         """Segment id -> the keys that had a session ending in it (possibly removed since)."""
         self._observed = -1
@@ -159,8 +161,15 @@ class InMemorySessionStore(SessionQueries):
             self._advance(end)
         if end <= self._observed - self.retention_ms:
             return
+        self._write_bytes(self._key_bytes(key) or b"", key, start, end, aggregate)
+
+    def _write_bytes(self, kb: bytes, key: Any, start: int, end: int, aggregate: Any) -> None:
+        """:meth:`put` of a valid session whose key's bytes are ``kb``, the store open."""
+        if end > self._observed:
+            self._advance(end)
+        if end <= self._observed - self.retention_ms:
+            return
         self._written = True
-        kb = self._key_bytes(key) or b""
         entry = self._by_key.get(kb)
         at = (end, start)
         if aggregate is None:
@@ -173,7 +182,7 @@ class InMemorySessionStore(SessionQueries):
             return
         if entry is None:
             entry = self._by_key[kb] = _Sessions(key)
-            self._keys.add(kb)
+            self._keys = None
         times = entry.times
         i = bisect_left(times, at)
         if i < len(times) and times[i] == at:
@@ -209,7 +218,7 @@ class InMemorySessionStore(SessionQueries):
                 del entry.aggs[:i]
                 if not entry.times:
                     del by_key[kb]
-                    self._keys.remove(kb)
+                    self._keys = None
 
     # -- looking up ----------------------------------------------------------------------------
 
@@ -217,7 +226,7 @@ class InMemorySessionStore(SessionQueries):
         """Close the store (idempotent): its data is dropped, and operations raise."""
         self.is_open = False
         self._by_key.clear()
-        self._keys.clear()
+        self._keys = []
         self._segments.clear()
 
     def _check_open(self) -> None:
@@ -251,9 +260,13 @@ class InMemorySessionStore(SessionQueries):
         if lo is not None and hi is not None and lo > hi:
             return []
         by_key = self._by_key
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = sorted(by_key)
         out: list[tuple[Windowed, Any]] = []
-        for kb in self._keys.irange(lo, hi):
-            out += self._matching(by_key[kb], query.earliest_end, query.latest_start)
+        for i in range(0 if lo is None else bisect_left(keys, lo),
+                       len(keys) if hi is None else bisect_right(keys, hi)):
+            out += self._matching(by_key[keys[i]], query.earliest_end, query.latest_start)
         return out
 
     def _find_key(self, key: Any, earliest_end: int | None, latest_start: int | None
@@ -263,6 +276,15 @@ class InMemorySessionStore(SessionQueries):
         if entry is None:
             return []
         return self._matching(entry, earliest_end, latest_start)
+
+    def _latest_end(self, kb: bytes) -> int:
+        """The largest end (ms) of a stored session of the key whose bytes are ``kb``.
+
+        ``MIN_TIME`` if it has none. A query ``find_sessions(key, e, ...)`` with ``e`` above
+        it finds nothing (expired sessions included in the bound).
+        """
+        entry = self._by_key.get(kb)
+        return MIN_TIME if entry is None else entry.times[-1][0]
 
     def _matching(self, entry: _Sessions, earliest_end: int | None, latest_start: int | None
                   ) -> list[tuple[Windowed, Any]]:
@@ -318,7 +340,7 @@ class InMemorySessionStore(SessionQueries):
         ``start <= end``, with a non-``None`` aggregate each; no segment older than the live
         ones is kept; every session of a live segment is listed under its segment.
         """
-        assert list(self._keys) == sorted(self._by_key), "ordered keys"
+        assert self._keys is None or self._keys == sorted(self._by_key), "ordered keys"
         interval = self.segment_interval_ms
         assert all(s >= self._live_segment for s in self._segments), "expired segment kept"
         for kb, entry in self._by_key.items():
