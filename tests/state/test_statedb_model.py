@@ -23,6 +23,7 @@ from hypothesis.stateful import (
 )
 
 from topology.state.rocksdb import StateDB
+from topology.state.rocksdb import keyspace as keyspace_module
 
 #: Keys where unsigned byte order, prefixes and the extremes matter, plus arbitrary short ones.
 KEYS = st.sampled_from(
@@ -110,6 +111,20 @@ class StateDBMachine(RuleBasedStateMachine):
         assert forward == expected
         assert list(keyspace.items(lo, hi, reverse=True)) == forward[::-1]
 
+    @rule(name=NAMES, lo=BOUNDS, hi=BOUNDS, block=st.integers(1, 3))
+    def iterate_backwards_past_the_forward_block(self, name: str, lo: bytes | None,
+                                                 hi: bytes | None, block: int) -> None:
+        """A backward read longer than its forward block reads the rest backwards."""
+        keyspace = self.db.keyspace(name)
+        expected = sorted((k, v) for k, v in self.view[name].items() if _in(k, lo, hi))
+        saved = keyspace_module.BACKWARD_BLOCK
+        keyspace_module.BACKWARD_BLOCK = block
+        try:
+            backward = list(keyspace.items(lo, hi, reverse=True))
+        finally:
+            keyspace_module.BACKWARD_BLOCK = saved
+        assert backward == expected[::-1]
+
     @rule(name=NAMES, keys=st.lists(KEYS, max_size=4))
     def read(self, name: str, keys: list[bytes]) -> None:
         keyspace = self.db.keyspace(name)
@@ -129,3 +144,24 @@ StateDBMachine.TestCase.settings = settings(
     max_examples=60, stateful_step_count=40, deadline=None
 )
 test_statedb_matches_a_dict_model = StateDBMachine.TestCase
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 9, 10, 11])
+def test_backward_reads_past_the_forward_block(tmp_path: Path, block: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten committed keys read backwards with a forward block of ``block``, with and without
+    pending writes and bounds: exactly the reversed forward sequence."""
+    monkeypatch.setattr(keyspace_module, "BACKWARD_BLOCK", block)
+    with StateDB.open(tmp_path / "state") as db:
+        keyspace = db.keyspace("a")
+        for i in range(10):
+            keyspace.put(b"k%d" % i, b"v%d" % i)
+        db.commit()
+        for lo, hi in [(None, None), (b"k2", None), (None, b"k7"), (b"k1", b"k8")]:
+            forward = list(keyspace.items(lo, hi))
+            assert list(keyspace.items(lo, hi, reverse=True)) == forward[::-1]
+        keyspace.put(b"k45", b"new")
+        keyspace.delete(b"k8")
+        forward = list(keyspace.items())
+        assert len(forward) == 10
+        assert list(keyspace.items(reverse=True)) == forward[::-1]

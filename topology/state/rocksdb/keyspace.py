@@ -13,6 +13,7 @@ from __future__ import annotations
 import weakref
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,13 @@ __all__ = ("Keyspace",)
 Item = tuple[bytes, bytes]
 
 _range_start = itemgetter(0)
+
+BACKWARD_BLOCK = 1 << 15
+"""A backward read takes up to this many items of its range with a forward iterator and
+reverses them in memory (the first ones in key order, which a backward read yields last); the
+rest of a longer range is read backwards. RocksDB's memtable is a skip list without backward
+links, so each backward step there is a search from the top: measured on 200 k committed
+keys, reading backwards took 3.2x the forward time (1.3x once flushed to a table file)."""
 
 INSORT_MAX = 32
 """Up to this many keys written since the last ordered read are inserted one by one into the
@@ -277,8 +285,9 @@ class Keyspace:
         if hi is not None:
             read_options.set_iterate_upper_bound(hi)
         try:
-            if reverse:
-                source = self._items(backwards=True, read_opt=read_options)
+            if reverse:  # both opened now: they see the same committed data
+                source = _descending(self._items(from_key=lo, read_opt=read_options),
+                                     self._items(backwards=True, read_opt=read_options))
             else:
                 source = self._items(from_key=lo, read_opt=read_options)
         except Exception as exc:
@@ -293,7 +302,7 @@ class Keyspace:
             writes = self._writes
             pending = [(key, writes[key]) for key in keys[start:stop]]
         if not pending and not self._ranges:
-            return _backward_plain(cursor, lo, self) if reverse else _forward(cursor, self)
+            return _forward(cursor, self)  # either way: the cursor's order is the result's
         if reverse:
             pending.reverse()
             return _backward(cursor, pending, self._ranges[::-1], lo, self)
@@ -425,23 +434,25 @@ def _forward(cursor: _Cursor, keyspace: Keyspace) -> Iterator[Item]:
         yield item
 
 
-def _backward_plain(cursor: _Cursor, lo: bytes | None, keyspace: Keyspace) -> Iterator[Item]:
-    """Committed items in descending order down to ``lo`` (no pending writes in range).
+def _descending(forward: Iterator[Item], backward: Iterator[Item]) -> Iterator[Item]:
+    """The committed items of a range in descending order (see :data:`BACKWARD_BLOCK`).
 
-    RocksDB ignores a lower bound when iterating backwards, so the loop stops at ``lo``.
+    ``forward`` and ``backward`` iterate the same range, both opened at the query: up to
+    ``BACKWARD_BLOCK`` items are read forward; if the range holds more, the items above the
+    last of them are read backwards first (RocksDB ignores a lower bound when iterating
+    backwards: the block's last key is where they stop). Then the block, reversed.
     """
-    while True:
-        try:
-            item = cursor.next()
-        except StopIteration:
-            return
-        except StateStoreError:
-            raise
-        except Exception as exc:
-            raise keyspace._read_error("items", exc, ()) from exc
-        if lo is not None and item[0] < lo:
-            return
-        yield item
+    block = list(islice(forward, BACKWARD_BLOCK + 1))
+    del forward  # its RocksDB iterator is released
+    if len(block) > BACKWARD_BLOCK:
+        del block[BACKWARD_BLOCK:]
+        last = block[-1][0]
+        for item in backward:
+            if item[0] <= last:
+                break
+            yield item
+    del backward
+    yield from reversed(block)
 
 
 def _merge_forward(
