@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
-
-from sortedcontainers import SortedList
 
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed
@@ -41,7 +41,13 @@ class InMemoryWindowStore:
         self.window_size_ms = window_size_ms
         self.retention_ms = retention_ms
         self._by_start: dict[int, dict[Any, tuple[Any, int]]] = {}
-        self._starts: SortedList = SortedList()
+        self._starts: list[int] = []
+        """A heap of the buckets' starts, for expiry (a bucket stays until it expires, even
+        when deletes emptied it)."""
+        self._sorted: list[int] | None = []
+        """The buckets' starts in order, for queries; ``None`` when a bucket came or went
+        since the last query (sorted again then: with sliding windows nearly every window
+        has a start of its own, and queries are rare next to writes)."""
         self._observed = -1
         self.layout_version = 0
         """Changes whenever a window bucket is created or removed (lets callers cache one)."""
@@ -76,16 +82,18 @@ class InMemoryWindowStore:
             self._deleted = True
             if bucket is not None:
                 bucket.pop(key, None)
-                if not bucket:
-                    del self._by_start[start]
-                    self._starts.remove(start)
-                    self.layout_version += 1
             return
         if bucket is None:
-            bucket = self._by_start[start] = {}
-            self._starts.add(start)
-            self.layout_version += 1
+            bucket = self._new_bucket(start)
         bucket[key] = (value, timestamp)
+
+    def _new_bucket(self, start: int) -> dict[Any, tuple[Any, int]]:
+        bucket: dict[Any, tuple[Any, int]] = {}
+        self._by_start[start] = bucket
+        heapq.heappush(self._starts, start)
+        self._sorted = None
+        self.layout_version += 1
+        return bucket
 
     def bucket(self, start: int) -> dict[Any, tuple[Any, int]] | None:
         """The live dict ``key -> (value, timestamp)`` of window ``start``, or ``None``.
@@ -102,17 +110,24 @@ class InMemoryWindowStore:
         if bucket is None:
             if start <= self._observed - self.retention_ms:
                 return None
-            bucket = self._by_start[start] = {}
-            self._starts.add(start)
-            self.layout_version += 1
+            bucket = self._new_bucket(start)
         return bucket
 
     def _expire(self) -> None:
         limit = self._observed - self.retention_ms
         starts = self._starts
         while starts and starts[0] <= limit:
-            del self._by_start[starts.pop(0)]
+            del self._by_start[heapq.heappop(starts)]
+            self._sorted = None
             self.layout_version += 1
+
+    def _starts_between(self, time_from: int | None, time_to: int | None) -> list[int]:
+        """The buckets' starts in ``[time_from, time_to]`` (``None``: open), ascending."""
+        starts = self._sorted
+        if starts is None:
+            starts = self._sorted = sorted(self._by_start)
+        return starts[0 if time_from is None else bisect_left(starts, time_from):
+                      len(starts) if time_to is None else bisect_right(starts, time_to)]
 
     # -- public window-store API ---------------------------------------------------------------
 
@@ -121,6 +136,7 @@ class InMemoryWindowStore:
         self.is_open = False
         self._by_start.clear()
         self._starts.clear()
+        self._sorted = []
 
     def _check_open(self) -> None:
         if not self.is_open:
@@ -172,7 +188,7 @@ class InMemoryWindowStore:
                    ) -> list[tuple[int, Any]]:
         self._check_open()
         out = []
-        for start in self._starts.irange(time_from, time_to):
+        for start in self._starts_between(time_from, time_to):
             item = self._by_start[start].get(key)
             if item is not None:
                 out.append((start, item[0]))
@@ -192,7 +208,7 @@ class InMemoryWindowStore:
         size = self.window_size_ms
         found = []
         key_bytes: dict[Any, bytes] = {}  # each key serialized once, not once per window
-        for start in self._starts.irange(query.time_from, query.time_to):
+        for start in self._starts_between(query.time_from, query.time_to):
             for key, item in self._by_start[start].items():
                 kb = key_bytes.get(key)
                 if kb is None:
@@ -208,7 +224,7 @@ class InMemoryWindowStore:
         ser = self._key_bytes
         size = self.window_size_ms
         out = []
-        for start in self._starts.irange(time_from, time_to):
+        for start in self._starts_between(time_from, time_to):
             bucket = self._by_start[start]
             if not bucket:
                 continue
