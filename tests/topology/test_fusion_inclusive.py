@@ -13,6 +13,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_fusion import _checked_serde, _safely  # the time-window fusion test's helpers
 
 from suppress import BufferConfig, Suppressed
 from topology import (
@@ -23,20 +24,9 @@ from topology import (
     TopologyTestDriver,
 )
 from topology.runtime.processors.fused_inclusive import FusedInclusiveFinalResults
-from topology.serde import Serde, Serdes
+from topology.serde import Serdes
 
 BOOM = "boom"
-
-
-def _checked_serde(inner: Serde, bad: Any) -> Serde:
-    """``inner`` that refuses to serialize ``bad``, as a user's serde might."""
-
-    def to_bytes(value: Any) -> bytes:
-        if value == bad or getattr(value, "key", None) == bad:
-            raise ValueError(f"cannot encode {value!r}")
-        return inner.serialize(value)
-
-    return Serdes.serde_from(to_bytes, inner.deserialize, f"checked({inner.name})")
 
 
 class _Counting:
@@ -100,14 +90,6 @@ ROWS = st.lists(st.tuples(
     st.integers(0, 80),
     st.sampled_from([None, [("h", b"1")]]),
 ), max_size=40)
-
-
-def _safely(read: Any) -> Any:
-    """What ``read()`` returns, or the error it raises (a store whose serde refuses a key)."""
-    try:
-        return read()
-    except Exception as err:  # noqa: BLE001 - the error itself is compared
-        return (type(err).__name__, str(err))
 
 
 def run(topology: Any, rows: list, windowing: str, *, fuse: bool, debug: bool,
