@@ -214,6 +214,7 @@ class FusedFinalResults:
         # (limits as numbers no count or size reaches when unset: one comparison each)
         max_count = LONG_MAX if self._records_limit is None else self._records_limit
         max_bytes = LONG_MAX if self._bytes_limit is None else self._bytes_limit
+        limited = self._records_limit is not None or self._bytes_limit is not None
 
         def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
             nonlocal last_start, last_version, last_close, last_bucket, last_entries
@@ -244,8 +245,7 @@ class FusedFinalResults:
                     due = False
                     if out_ts > engine.stream_time:
                         engine.stream_time = out_ts
-                        if out_ts >= self._next_close:
-                            due = True
+                        due = out_ts >= self._next_close
                     if track:  # _tracked of an update, inline: the same calls, in order
                         prior_bytes = entry[_PRIOR_BYTES]
                         new_bytes: bytes | None
@@ -275,7 +275,7 @@ class FusedFinalResults:
                     else:
                         last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
                                              entry[_KEY_BYTES])
-                    if due or self._count > max_count or self._bytes > max_bytes:
+                    if due or limited and (self._count > max_count or self._bytes > max_bytes):
                         after_put(size)
                     return
                 if item is None and entry is None:  # a key new to the window
@@ -293,8 +293,7 @@ class FusedFinalResults:
                     due = False
                     if ts > engine.stream_time:
                         engine.stream_time = ts
-                        if ts >= self._next_close:
-                            due = True
+                        due = ts >= self._next_close
                     if track:  # _tracked of a new entry, inline: the same calls, in order
                         key_bytes = last_key_bytes(key)
                         prior_bytes = sized_value(old)
@@ -312,7 +311,7 @@ class FusedFinalResults:
                         last_entries[key] = (new, ts, old, offset, old, topic,
                                              last_key_bytes(key))
                     self._count += 1
-                    if due or self._count > max_count or self._bytes > max_bytes:
+                    if due or limited and (self._count > max_count or self._bytes > max_bytes):
                         after_put(size)
                     return
             update(key, value, None, (offset, topic), ts, start)
