@@ -64,38 +64,23 @@ def _windowed(key: Any, start: int, end: int) -> Windowed:
 
 def _plain_records(queue: Iterable[tuple[Any, ...]]) -> list[TestRecord]:
     """Records held by the driver, as produced (no serdes); windowed keys rebuilt."""
-    items = list(queue)
+    new = object.__new__
+    out: list[TestRecord] = []
+    append = out.append
     windows: dict[tuple[int, int], Window] = {}  # one Window object per window
-    keys = []
-    append = keys.append
-    for item in items:
+    for item in queue:
+        record = new(TestRecord)  # as TestRecord._of, without a call per record
         if len(item) == 6:
-            append(item[0])
+            record.key = item[0]
         else:
             bounds = item[6:]
             window = windows.get(bounds)
             if window is None:
                 window = windows[bounds] = Window(*bounds)
-            append(_new_tuple(Windowed, (item[0], window)))
-    return _records(keys, [item[1] for item in items], items)
-
-
-def _records(keys: list[Any], values: list[Any], items: list[tuple[Any, ...]]
-             ) -> list[TestRecord]:
-    """TestRecords of ``keys``, ``values`` and the timestamps and headers of held ``items``.
-
-    As :meth:`TestRecord._of`, without a method call per record.
-    """
-    new = object.__new__
-    out: list[TestRecord] = []
-    append = out.append
-    for key, value, item in zip(keys, values, items, strict=True):
-        record = new(TestRecord)
-        record.key = key
-        record.value = value
+            record.key = _new_tuple(Windowed, (item[0], window))
+        record.value = item[1]
         record.timestamp = item[2]
-        headers = item[3]
-        record.headers = normalize_headers(headers) if headers else ()
+        record.headers = item[3]
         append(record)
     return out
 
@@ -378,7 +363,9 @@ class TestOutputTopic:
                       else many_values([item[5] for item in items]))
         except Exception:  # noqa: BLE001 - one by one, the serde raises its own error
             return None
-        return _records(keys, values, items)
+        of = TestRecord._of
+        return [of(key, value, item[2], normalize_headers(item[3]) if item[3] else ())
+                for key, value, item in zip(keys, values, items, strict=True)]
 
     def read_values_to_list(self) -> list[Any]:
         """Every unread value."""
