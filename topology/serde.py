@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import operator
 import pickle
 import reprlib
 import struct
@@ -196,7 +197,8 @@ class _NamedSerde(Generic[T]):
     Any exception of either function becomes a :class:`SerdeError` naming the serde.
     """
 
-    __slots__ = ("name", "_to_bytes", "_from_bytes", "fast_serialize", "many_from_bytes")
+    __slots__ = ("name", "_to_bytes", "_from_bytes", "fast_serialize", "many_from_bytes",
+                 "layout", "reads_back")
 
     def __init__(self, name: str, to_bytes: Callable[[T], bytes],
                  from_bytes: Callable[[bytes], T]) -> None:
@@ -209,6 +211,13 @@ class _NamedSerde(Generic[T]):
         """``[deserialize(d) for d in datas]`` at once, for a list of ``bytes``; it raises
         (any exception) where it cannot, and then :meth:`deserialize` must run one by one
         (it has the errors). Only for functions that run no user code."""
+        self.layout: tuple[Any, ...] | None = None
+        """What the bytes are, for the built-ins whose :attr:`reads_back` is known: equal
+        layouts write the same bytes for every value and read them back alike."""
+        self.reads_back: Callable[[list[Any]], bool] | None = None
+        """``check(values)`` true means: every value of the list that this serde wrote without
+        error reads back from its bytes as an equal value of the same type (see
+        :func:`reads_back_as_written`)."""
 
     def serialize(self, value: T | None) -> bytes | None:
         """Return the bytes of ``value`` (``None`` for ``None``).
@@ -519,6 +528,9 @@ class Serdes:
                                                            serde.serialize)
             if inner.many_from_bytes is not None:
                 serde.many_from_bytes = _many_time_windowed(inner.many_from_bytes, size)
+            if inner.reads_back is not None:
+                serde.layout = ("time_windowed", inner.layout, size)
+                serde.reads_back = _time_windowed_read_back(inner.reads_back, size)
         return serde
 
     @staticmethod
@@ -761,8 +773,70 @@ def _many_strings(datas: list[Any]) -> list[Any]:
     return list(map(bytes.decode, datas))
 
 
+def _longs_read_back(values: list[Any]) -> bool:
+    """Whether ``Serdes.long()`` reads back each value it wrote as itself: ``int`` or None."""
+    return set(map(type, values)) <= {int, type(None)}
+
+
+def _strings_read_back(values: list[Any]) -> bool:
+    """Whether ``Serdes.string()`` reads back each value it wrote as itself: ``str`` or None.
+
+    A str that was written is valid UTF-8 once encoded, and decodes to an equal str.
+    """
+    return set(map(type, values)) <= {str, type(None)}
+
+
 _LONG.fast_serialize, _LONG.many_from_bytes = _serialize_long, _many_longs
 _STRING.fast_serialize, _STRING.many_from_bytes = _serialize_string, _many_strings
+_LONG.layout, _LONG.reads_back = ("long",), _longs_read_back
+_STRING.layout, _STRING.reads_back = ("string",), _strings_read_back
+
+
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
+
+
+def _time_windowed_read_back(inner: Callable[[list[Any]], bool], size: int
+                             ) -> Callable[[list[Any]], bool]:
+    """The ``reads_back`` check of a time-windowed serde over an inner serde's ``inner``.
+
+    Its bytes keep the key and the start; the end read back is ``start + size`` (capped), so
+    a windowed key reads back as itself when its window has that end and its key reads back
+    through the inner serde.
+    """
+
+    def check(keys: list[Any]) -> bool:
+        types = set(map(type, keys))
+        if not types <= {Windowed, type(None)}:
+            return False
+        if type(None) in types:
+            keys = [key for key in keys if key is not None]
+        windows = list(map(_SECOND, keys))
+        if windows and (set(map(type, windows)) != {Window}
+                        or set(map(type, map(_FIRST, windows))) != {int}):
+            return False
+        if any(window[1] != min(window[0] + size, LONG_MAX) for window in set(windows)):
+            return False
+        return inner(list(map(_FIRST, keys)))
+
+    return check
+
+
+def reads_back_as_written(writer: Serde[Any] | None, reader: Serde[Any] | None
+                          ) -> Callable[[list[Any]], bool] | None:
+    """A check that ``reader`` reads back, from ``writer``'s bytes, the values written.
+
+    Only for built-in serdes that write the same bytes (the same string or long serde, or
+    time-windowed ones over such with the same window size); ``None`` otherwise. The
+    check takes values that ``writer`` serialized without error: true means each reads back
+    as an equal value of the same type, so a reader may take the values themselves instead
+    of their bytes (false says nothing about any one value). Runtime complexity: O(len).
+    """
+    if type(writer) is not _NamedSerde or type(reader) is not _NamedSerde:
+        return None
+    if writer.layout is None or writer.layout != reader.layout:
+        return None
+    return reader.reads_back
 
 
 def _fast_time_windowed(inner: Callable[[Any], bytes | None],

@@ -4,7 +4,9 @@
   and time-windowed serdes over those);
 - ``many_deserializer_of(serde)``: a list of bytes read at once; where it cannot, it raises
   and its callers read one by one;
-- ``round_trip_keeps_of(serde)``: a list check that the round trip gives back each value.
+- ``round_trip_keeps_of(serde)``: a list check that the round trip gives back each value;
+- ``reads_back_as_written(writer, reader)``: a list check that values the writer wrote read
+  back through the reader as themselves, so an output topic may skip their bytes.
 """
 
 from __future__ import annotations
@@ -14,10 +16,18 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topology import Serdes, Window, Windowed
+from topology import (
+    Produced,
+    Serdes,
+    StreamsBuilder,
+    TopologyTestDriver,
+    Window,
+    Windowed,
+)
 from topology.serde import (
     Serde,
     many_deserializer_of,
+    reads_back_as_written,
     round_trip_keeps_of,
     round_trip_of,
     serializer_of,
@@ -105,3 +115,69 @@ def test_plain_lists_are_kept() -> None:
     assert round_trip_keeps_of(Serdes.string())(["a", "bc", ""])
     assert round_trip_keeps_of(Serdes.long())([0, LONG_MIN, LONG_MAX])
     assert not round_trip_keeps_of(Serdes.long())([LONG_MAX + 1])
+
+
+WRITTEN = st.one_of(st.text(max_size=4), st.just("\ud800"), st.integers(LONG_MIN - 1, LONG_MAX + 1),
+                    st.none(), st.booleans(), st.just(b"x"), st.floats(allow_nan=False))
+WINDOWS = st.builds(Window, st.one_of(st.integers(-5, 30), st.booleans()),
+                    st.one_of(st.integers(-5, 40), st.just(LONG_MAX)))
+
+
+@given(data=st.data(), writer=st.sampled_from(READERS), reader=st.sampled_from(
+    [*READERS, Serdes.time_windowed(Serdes.string(), 11), Serdes.double()]))
+def test_what_reads_back_as_written_is_what_the_bytes_read_back(
+        data: st.DataObject, writer: Serde[Any], reader: Serde[Any]) -> None:
+    """Values the writer wrote without error: where the check holds, each one's bytes read
+    back through the reader as an equal value of the same type."""
+    check = reads_back_as_written(writer, reader)
+    if writer is not reader and writer not in WINDOWED:
+        assert check is None
+    if check is None:
+        return
+    values = data.draw(st.lists(st.one_of(WRITTEN, st.builds(Windowed, WRITTEN, WINDOWS)),
+                                max_size=6))
+    written = [v for v in values if _outcome(writer.serialize, v)[0] == "ok"]
+    if check(written):
+        back = [reader.deserialize(writer.serialize(v)) for v in written]
+        assert back == written
+        assert [type(v) for v in back] == [type(v) for v in written]
+        assert [type(v[1][0]) for v in back if type(v) is Windowed] == [
+            type(v[1][0]) for v in written if type(v) is Windowed]
+
+
+def test_windowed_serdes_read_back_as_written_only_with_the_same_size() -> None:
+    ten = Serdes.time_windowed(Serdes.string(), 10)
+    assert reads_back_as_written(ten, Serdes.time_windowed(Serdes.string(), 10)) is not None
+    assert reads_back_as_written(ten, Serdes.time_windowed(Serdes.string(), 11)) is None
+    assert reads_back_as_written(ten, Serdes.time_windowed(Serdes.long(), 10)) is None
+    assert reads_back_as_written(Serdes.double(), Serdes.double()) is None
+    check = reads_back_as_written(ten, ten)
+    assert check is not None
+    assert check([Windowed("a", Window(0, 10)), None])
+    assert not check([Windowed("a", Window(0, 11))])  # reads back as Window(0, 10)
+    assert not check([Windowed(1, Window(0, 10))])
+
+
+@given(records=st.lists(st.tuples(st.sampled_from(["a", "é", "b"]), st.integers(-3, 3),
+                                  st.integers(0, 50)), max_size=12),
+       reader_size=st.sampled_from([10, 7]), durable=st.booleans())
+def test_an_output_topic_reads_what_its_bytes_say(records: list[tuple[str, int, int]],
+                                                   reader_size: int, durable: bool,
+                                                   tmp_path_factory: Any) -> None:
+    """Read through serdes, an output topic gives what deserializing each record's bytes
+    gives, whether it takes the values written (same serdes) or reads bytes (a window size
+    that differs, a durable driver)."""
+    written = Serdes.time_windowed(Serdes.string(), 10)
+    b = StreamsBuilder()
+    (b.stream("in").map(lambda k, v: (Windowed(k, Window(v + 3, v + 13)), v))
+     .to("out", Produced(written, Serdes.long())))
+    reader = Serdes.time_windowed(Serdes.string(), reader_size)
+    state = {"state_dir": tmp_path_factory.mktemp("s")} if durable else {}
+    with TopologyTestDriver(b.build(), **state) as driver:
+        driver.create_input_topic("in").pipe_records(records)
+        items = list(driver._outputs.get("out", ()))
+        got = driver.create_output_topic("out", reader, Serdes.long()).read_records_to_list()
+    expected = [(reader.deserialize(item[4]), Serdes.long().deserialize(item[5]), item[2])
+                for item in items]
+    assert [(r.key, r.value, r.timestamp) for r in got] == expected
+    assert all(type(r.value) is int for r in got)

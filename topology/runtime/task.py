@@ -292,6 +292,13 @@ class Task:
             return f"{self.application_id}-{topic}"
         return topic
 
+    def sink_serdes(self, topic: str) -> list[tuple[Any, Any]]:
+        """``(key serde, value serde)`` of each sink that writes ``topic`` (``None``: none)."""
+        from .processors.stateless import SinkProcessor
+
+        return [(node.key_serde, node.value_serde) for node in self.processors.values()
+                if isinstance(node, SinkProcessor) and self.resolve_topic(node.topic) == topic]
+
     # -- processing ----------------------------------------------------------------------------
 
     def process(self, topic: str, key: Any, value: Any, timestamp: int,

@@ -22,7 +22,13 @@ What it saves is the objects the two processors pass between them (a ``Windowed`
 change per update) and the general buffer: entries live in a dict per window start (a
 window's end is its buffer time), and each is a tuple replaced on update, so the tens of
 thousands of live windows are tuples of plain values that the garbage collector stops
-tracking. A property test (``tests/topology/test_fusion.py``) runs random streams both ways,
+tracking. On the tumbling fast path the entry is also the store's item (the window store's
+bucket keeps ``(value, timestamp)`` first, and its readers use only those): an update
+builds one tuple instead of two and looks up one dict instead of two. Measured on the
+final-results benchmark at 1 M records: about 10 % less time (median ratio to the tight loop
+0.24 -> 0.25-0.27 in paired runs).
+
+A property test (``tests/topology/test_fusion.py``) runs random streams both ways,
 user code that raises included, and compares outputs, errors, drops, metrics, store contents
 and the suppression's stream time after every record.
 
@@ -174,10 +180,13 @@ class FusedFinalResults:
         """The raw entry for tumbling windows, as a closure over local names.
 
         The hot path of final results: a record for the window last written, while that
-        window is open, either updates a key buffered there or adds a key new to it (absent
-        from both the store bucket and the buffer); it touches that bucket and the buffer's
-        dict of the window only, and runs :meth:`_after_put` only when the suppression's
-        time reached the oldest buffered window's close (or a limit or sampling needs it).
+        window is open, either updates a key whose store item is this step's entry (so the
+        store and the buffer agree) or adds a key new to it (absent from both the store
+        bucket and the buffer); it touches that bucket and the buffer's dict of the window
+        only, and runs :meth:`_after_put` only when the suppression's time reached the
+        oldest buffered window's close (or a limit or sampling needs it). A key whose item
+        another writer replaced (a store put between records), or that a delete removed,
+        goes the general way until the window closes.
         Everything else goes through :meth:`_update`, the general form of the same steps in
         the same order.
         """
@@ -214,6 +223,7 @@ class FusedFinalResults:
         # (limits as numbers no count or size reaches when unset: one comparison each)
         max_count = LONG_MAX if self._records_limit is None else self._records_limit
         max_bytes = LONG_MAX if self._bytes_limit is None else self._bytes_limit
+        limited = self._records_limit is not None or self._bytes_limit is not None
 
         def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
             nonlocal last_start, last_version, last_close, last_bucket, last_entries
@@ -227,26 +237,19 @@ class FusedFinalResults:
             start = ts - ts % size
             if start == last_start and now < last_close \
                     and store.layout_version == last_version:  # the window is still open
-                entry = last_entries.get(key)
                 item = last_bucket.get(key)
-                if item is not None and entry is not None:  # an update of a buffered key
-                    old = item[0]
+                if item is not None and len(item) > 2:  # this step's entry: an update
+                    entry = item
+                    old = entry[_VALUE]
                     new = old + 1 if counting else aggregator(key, value, old)
-                    out_ts = item[1]
+                    out_ts = entry[_TS]
                     if ts > out_ts:
                         out_ts = ts
-                    if new is None:
-                        store.put_with_timestamp(key, None, start, out_ts)  # a delete
-                    else:
-                        last_bucket[key] = (new, out_ts)
-                    # nothing is newly due unless the suppression's time moves: after every
-                    # step, no buffered window is closed at it (see _after_put)
-                    due = False
-                    if out_ts > engine.stream_time:
-                        engine.stream_time = out_ts
-                        if out_ts >= self._next_close:
-                            due = True
                     if track:  # _tracked of an update, inline: the same calls, in order
+                        if new is None:
+                            store.put_with_timestamp(key, None, start, out_ts)  # a delete
+                        else:
+                            last_bucket[key] = (new, out_ts)  # before serializing, as apart
                         prior_bytes = entry[_PRIOR_BYTES]
                         new_bytes: bytes | None
                         old_bytes = (entry[_VALUE_BYTES] if old is entry[_VALUE]
@@ -269,16 +272,28 @@ class FusedFinalResults:
                         sized = (entry[_FIXED] + context_bytes
                                  + change_size(prior_bytes, old_bytes, new_bytes))
                         self._bytes += sized - entry[_SIZE]
-                        last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
-                                             entry[_KEY_BYTES], sized, prior_bytes, new_bytes,
-                                             entry[_FIXED])
+                        entry = (new, out_ts, old, offset, entry[_PRIOR], topic,
+                                 entry[_KEY_BYTES], sized, prior_bytes, new_bytes,
+                                 entry[_FIXED])
                     else:
-                        last_entries[key] = (new, out_ts, old, offset, entry[_PRIOR], topic,
-                                             entry[_KEY_BYTES])
-                    if due or self._count > max_count or self._bytes > max_bytes:
+                        entry = (new, out_ts, old, offset, entry[_PRIOR], topic,
+                                 entry[_KEY_BYTES])
+                        if new is None:
+                            store.put_with_timestamp(key, None, start, out_ts)  # a delete
+                    if new is not None:
+                        last_bucket[key] = entry
+                    last_entries[key] = entry
+                    # nothing is newly due unless the suppression's time moves: after every
+                    # step, no buffered window is closed at it (see _after_put)
+                    if out_ts > engine.stream_time:
+                        engine.stream_time = out_ts
+                        if out_ts >= self._next_close:
+                            after_put(size)
+                            return
+                    if limited and (self._count > max_count or self._bytes > max_bytes):
                         after_put(size)
                     return
-                if item is None and entry is None:  # a key new to the window
+                if item is None and key not in last_entries:  # a key new to the window
                     if counting:
                         old, new = 0, 1
                     elif initializer is None:  # reduce: the first value starts it
@@ -289,12 +304,11 @@ class FusedFinalResults:
                     if new is None:
                         store.put_with_timestamp(key, None, start, ts)  # a delete
                     else:
-                        last_bucket[key] = (new, ts)
+                        last_bucket[key] = (new, ts)  # before the key's bytes, as apart
                     due = False
                     if ts > engine.stream_time:
                         engine.stream_time = ts
-                        if ts >= self._next_close:
-                            due = True
+                        due = ts >= self._next_close
                     if track:  # _tracked of a new entry, inline: the same calls, in order
                         key_bytes = last_key_bytes(key)
                         prior_bytes = sized_value(old)
@@ -306,13 +320,15 @@ class FusedFinalResults:
                         sized = entry_size(key_bytes, prior_bytes, prior_bytes, new_bytes,
                                            last_context_bytes)
                         self._bytes += sized
-                        last_entries[key] = (new, ts, old, offset, old, topic, key_bytes, sized,
-                                             prior_bytes, new_bytes, fixed)
+                        entry = (new, ts, old, offset, old, topic, key_bytes, sized,
+                                 prior_bytes, new_bytes, fixed)
                     else:
-                        last_entries[key] = (new, ts, old, offset, old, topic,
-                                             last_key_bytes(key))
+                        entry = (new, ts, old, offset, old, topic, last_key_bytes(key))
+                    if new is not None:
+                        last_bucket[key] = entry
+                    last_entries[key] = entry
                     self._count += 1
-                    if due or self._count > max_count or self._bytes > max_bytes:
+                    if due or limited and (self._count > max_count or self._bytes > max_bytes):
                         after_put(size)
                     return
             update(key, value, None, (offset, topic), ts, start)

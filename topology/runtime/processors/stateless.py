@@ -167,6 +167,16 @@ class SinkProcessor(InternalProcessor):
         self._key_ser = None if key_serde is None else serializer_of(key_serde)
         self._value_ser = None if value_serde is None else serializer_of(value_serde)
 
+    @property
+    def key_serde(self) -> Serde[Any] | None:
+        """The ``Produced`` key serde (``None``: the key is written as the object)."""
+        return self._key_serde
+
+    @property
+    def value_serde(self) -> Serde[Any] | None:
+        """The ``Produced`` value serde (``None``: the value is written as the object)."""
+        return self._value_serde
+
     def init(self, task: Task) -> None:
         """Resolve the topic name and bind the task's producer for it."""
         self._produce = task.producer_for(task.resolve_topic(self.topic))

@@ -68,7 +68,10 @@ class InMemoryWindowStore:
     def get_with_timestamp(self, key: Any, start: int) -> tuple[Any, int] | None:
         """``(value, timestamp)`` of ``key`` in the window starting at ``start``, or ``None``."""
         bucket = self._by_start.get(start)
-        return None if bucket is None else bucket.get(key)
+        item = None if bucket is None else bucket.get(key)
+        if item is None or len(item) == 2:
+            return item
+        return item[0], item[1]  # a writer's longer item (see :meth:`bucket`)
 
     def put_with_timestamp(self, key: Any, value: Any, start: int, timestamp: int) -> None:
         """Store ``value`` for ``key`` in window ``start``; ``None`` deletes it."""
@@ -101,7 +104,10 @@ class InMemoryWindowStore:
         Created if needed; ``None`` if the window is past retention.
 
         The aggregation's hot path writes through it; a ``None`` value must still go through
-        :meth:`put_with_timestamp` (deletes).
+        :meth:`put_with_timestamp` (deletes). An item is a tuple whose first two fields are
+        the value and its timestamp; a writer through the bucket may keep fields of its own
+        after them (the fused final-results step keeps its buffer entry there, so an update
+        writes one tuple), and every reader here uses the first two only.
         """
         if start > self._observed:
             self._observed = start
