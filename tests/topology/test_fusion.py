@@ -98,6 +98,23 @@ def _safely(read) -> Any:
         return (type(err).__name__, str(err))
 
 
+def pipe_and_measure(d, topic, chunk: list, bulk: bool) -> tuple[Any, dict]:
+    """Pipe ``chunk`` (in bulk, or its one row); the error raised (or ``None``) and metrics."""
+    error = None
+    try:
+        if bulk:
+            topic.pipe_records(chunk)
+        else:
+            topic.pipe_input(*chunk[0])
+    except Exception as err:  # noqa: BLE001 - the error itself is compared
+        error = (type(err).__name__, str(err))
+    try:
+        m = d.metrics()
+    except Exception as err:  # noqa: BLE001 - a size computed on demand can fail
+        m = {"metrics-error": (type(err).__name__, str(err))}
+    return error, m
+
+
 def run(topology, rows, *, fuse: bool, debug: bool, bulk: bool = False) -> list:
     """Pipe ``rows`` and record everything observable after each one.
 
@@ -118,18 +135,7 @@ def run(topology, rows, *, fuse: bool, debug: bool, bulk: bool = False) -> list:
         else:
             chunks = [[row] for row in rows]
         for chunk in chunks:
-            error = None
-            try:
-                if bulk:
-                    topic.pipe_records(chunk)
-                else:
-                    topic.pipe_input(*chunk[0])
-            except Exception as err:  # noqa: BLE001 - the error itself is compared
-                error = (type(err).__name__, str(err))
-            try:
-                m = d.metrics()
-            except Exception as err:  # noqa: BLE001 - a size computed on demand can fail
-                m = {"metrics-error": (type(err).__name__, str(err))}
+            error, m = pipe_and_measure(d, topic, chunk, bulk)
             failure = d.failure
             steps.append((
                 [(r.key, r.value, r.timestamp, r.headers) for r in out.read_records_to_list()],

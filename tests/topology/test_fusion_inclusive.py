@@ -13,7 +13,12 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_fusion import _checked_serde, _safely  # the time-window fusion test's helpers
+from test_fusion import (  # the time windows' fusion test: its helpers and buffers
+    BUFFERS,
+    _checked_serde,
+    _safely,
+    pipe_and_measure,
+)
 
 from suppress import BufferConfig, Suppressed
 from topology import (
@@ -78,12 +83,6 @@ def build(windowing: str, kind: str, span: int, grace: int, buffer: Any = None, 
     return b.build()
 
 
-BUFFERS = st.one_of(
-    st.just(BufferConfig.unbounded()),
-    st.integers(0, 6).map(lambda n: BufferConfig.max_records(n).shut_down_when_full()),
-    st.integers(0, 400).map(lambda n: BufferConfig.max_bytes(n).shut_down_when_full()),
-)
-
 ROWS = st.lists(st.tuples(
     st.sampled_from(["a", "b", "aa", "B", "bad", None]),
     st.one_of(st.none(), st.integers(0, 20), st.just(BOOM)),
@@ -109,18 +108,7 @@ def run(topology: Any, rows: list, windowing: str, *, fuse: bool, debug: bool,
         chunks = ([[(k, v, ts) if h is None else (k, v, ts, h) for k, v, ts, h in rows]]
                   if bulk else [[row] for row in rows])
         for chunk in chunks:
-            error = None
-            try:
-                if bulk:
-                    topic.pipe_records(chunk)
-                else:
-                    topic.pipe_input(*chunk[0])
-            except Exception as err:  # noqa: BLE001 - the error itself is compared
-                error = (type(err).__name__, str(err))
-            try:
-                m = d.metrics()
-            except Exception as err:  # noqa: BLE001 - a size computed on demand can fail
-                m = {"metrics-error": (type(err).__name__, str(err))}
+            error, m = pipe_and_measure(d, topic, chunk, bulk)
             failure = d.failure
             suppression = d._task.suppressors["final"]
             if fuse:
