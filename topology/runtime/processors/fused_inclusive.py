@@ -152,10 +152,44 @@ class FusedInclusiveFinalResults:
         gap, delay, buffer_delay = agg._gap, agg._delay, self._delay
         initializer, aggregator = agg._initializer, agg._aggregator
         counting = initializer is count_initializer and aggregator is count_adder
-        latest_end, write = store._latest_end, store._write_bytes
+        latest_end, near, write = store._latest_end, store._near, store._write_bytes
+        merger = agg._merger
         buffer_time, change = self._buffer_time, self.change
         heappush = heapq.heappush
         new_tuple = _new_tuple
+
+        def merge(key: Any, value: Any, ctx: RecordContext, kb: bytes, ts: int) -> None:
+            """The aggregation's steps for a record with sessions near, in its order."""
+            found = near(kb, ts - gap, ts + gap)
+            if ts > agg.stream_time:
+                agg.stream_time = ts
+            now = agg.stream_time
+            start = end = ts
+            merged = []
+            acc: Any = 0 if counting else initializer()
+            for found_end, found_start, found_agg in found:
+                if is_window_closed(found_end + 1, delay, now):
+                    continue  # its final result is due or out: it takes no more records
+                merged.append((found_start, found_end, found_agg))
+                acc = merger(key, acc, found_agg)
+                if found_start < start:
+                    start = found_start
+                if found_end > end:
+                    end = found_end
+            if is_window_closed(end + 1, delay, now):
+                late.drop(key, value, ctx, start, end, now - delay, now)
+                return
+            if start != ts or end != ts:
+                send_old = agg._old
+                for found_start, found_end, found_agg in merged:
+                    write(kb, key, found_start, found_end, None)
+                    change(new_tuple(Windowed, (key, new_tuple(Window, (found_start,
+                                                                        found_end)))),
+                           None, found_agg if send_old else None, ctx.with_timestamp(found_end))
+            acc = acc + 1 if counting else aggregator(key, value, acc)
+            write(kb, key, start, end, acc)
+            change(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), acc, None,
+                   ctx.with_timestamp(end))
 
         def step(key: Any, value: Any, ctx: RecordContext) -> None:
             if key is None:
@@ -163,8 +197,8 @@ class FusedInclusiveFinalResults:
                 return
             ts = ctx[0]
             kb = key_ser(key) or b""
-            if latest_end(kb) >= ts - gap:  # a session may be near: the general steps
-                process(key, value, ctx)
+            if latest_end(kb) >= ts - gap:  # a session may be near
+                merge(key, value, ctx, kb, ts)
                 return
             if ts > agg.stream_time:
                 agg.stream_time = ts

@@ -289,6 +289,14 @@ class InMemorySessionStore(SessionQueries):
     def _matching(self, entry: _Sessions, earliest_end: int | None, latest_start: int | None
                   ) -> list[tuple[Windowed, Any]]:
         """The live sessions of one key's entry within the bounds, by end, then start."""
+        key = entry.key
+        new = _new
+        return [(new(Windowed, (key, new(Window, (start, end)))), agg)
+                for end, start, agg in self._bounded(entry, earliest_end, latest_start)]
+
+    def _bounded(self, entry: _Sessions, earliest_end: int | None, latest_start: int | None
+                 ) -> list[tuple[int, int, Any]]:
+        """:meth:`_matching` as ``(end, start, aggregate)``."""
         earliest = self._observed - self.retention_ms + 1
         if earliest_end is not None and earliest_end > earliest:
             earliest = earliest_end
@@ -299,14 +307,18 @@ class InMemorySessionStore(SessionQueries):
         else:  # no session starting by latest_start ends after latest_start + span
             stop = bisect_right(times, (latest_start + entry.span, MAX_TIME))
         aggs = entry.aggs
-        key = entry.key
-        new = _new
         out = []
         for i in range(bisect_left(times, (earliest, MIN_TIME)), stop):
             end, start = times[i]
             if start <= latest_start:
-                out.append((new(Windowed, (key, new(Window, (start, end)))), aggs[i]))
+                out.append((end, start, aggs[i]))
         return out
+
+    def _near(self, kb: bytes, earliest_end: int, latest_start: int
+              ) -> list[tuple[int, int, Any]]:
+        """``find_sessions`` of the key whose bytes are ``kb``, as ``(end, start, aggregate)``."""
+        entry = self._by_key.get(kb)
+        return [] if entry is None else self._bounded(entry, earliest_end, latest_start)
 
     def _sessions(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
         """:meth:`_select` as an iterator, either way."""
