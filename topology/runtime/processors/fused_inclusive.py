@@ -29,7 +29,8 @@ garbage collector stops tracking tuples of plain values), indexed by the plain t
 start, end)`` (hashed and compared in C, where a :class:`~topology.Windowed` compares in
 Python). Keys and values are serialized through the suppression node, so an error is located
 at the same node as on the separate path. For sessions, a record that starts a session of its
-own runs inline (:meth:`FusedInclusiveFinalResults._session_step`). A property test
+own, or merges with the sessions near, runs inline
+(:meth:`FusedInclusiveFinalResults._session_step`). A property test
 (``tests/topology/test_fusion_inclusive.py``) runs random streams both ways, user code that
 raises included, and compares outputs, errors, drops, late records, metrics, store contents
 and the suppression's stream time after every record.
@@ -133,9 +134,12 @@ class FusedInclusiveFinalResults:
         ``initializer()``, the close rule on ``[ts, ts]`` (a drop, through the aggregation's
         late records), ``aggregator(...)``, the store write and the update of ``[ts, ts]``,
         whose buffer entry is new (its key bytes are the store's key bytes and the packed
-        bounds, as the suppression's serializer writes them). They run here, inline; every
-        other record (null key, a session near) goes to the aggregation's ``process``.
-        ``None`` when the conditions do not hold (the aggregation's ``process`` then).
+        bounds, as the suppression's serializer writes them). They run here, inline. A record
+        with sessions near takes the aggregation's steps in its order (``merge``): the query
+        (read as ``(end, start, aggregate)`` by key bytes), ``initializer()``, the merger over
+        the open ones, the close rule, each merged session's removal and tombstone, then
+        ``aggregator(...)``, the write and the update. A null key goes to the aggregation's
+        ``process``. ``None`` when the conditions do not hold (its ``process`` then).
         """
         agg = self._agg
         if not isinstance(agg, SessionWindowAggregateProcessor):
