@@ -318,6 +318,48 @@ def test_an_as_of_join_with_a_versioned_table_in_timestamp_order(
     assert as_multiset(got) == as_multiset(expected)
 
 
+def converted_totals(window: TimeWindows) -> Topology:
+    """The as-of join, re-keyed by account, then final windowed totals, filtered and mapped;
+    a side branch of the joined records to its own topic."""
+    b = StreamsBuilder()
+    rates = b.table("rates", Consumed(key_serde=S, value_serde=Serdes.json()),
+                    Materialized.versioned("rates", 400))
+    converted = (b.stream("payments", Consumed(key_serde=S, value_serde=Serdes.json()))
+                 .map(lambda k, p: (p["currency"], (p["account"], p["amount"])))
+                 .join(rates, lambda p, rate: (p[0], round(p[1] * rate, 2))))
+    converted.filter(lambda currency, c: c[1] > 900).to("converted")
+    (converted
+     .group_by(lambda currency, c: c[0])
+     .windowed_by(window)
+     .reduce(lambda total, c: (c[0], round(total[1] + c[1], 2)))
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .filter(lambda w, total: total[1] > 400)
+     .map(lambda w, total: (w.key, (w.window.start, total[1])))
+     .to("totals"))
+    return b.build()
+
+
+@pytest.mark.parametrize("window", [TimeWindows.of_size_and_grace(300, 50).advance_by(100)],
+                         ids=["hopping"])
+def test_an_as_of_join_then_a_windowed_aggregation_in_timestamp_order(
+        rocksdb_state: Any, tmp_path: Path, window: TimeWindows) -> None:
+    """Two stateful steps chained in one query: the join's records feed Spark's window."""
+    rows = sorted(rate_rows(seed=2) + payment_rows(seed=12, n=150), key=lambda r: r[3])
+    parts = join_case(rows, 3)
+    write_parquet(tmp_path / "rates", [kafka_table(r) for r, _ in parts])
+    write_parquet(tmp_path / "payments", [kafka_table(p) for _, p in parts])
+    out = {"totals": sinks.memory(), "converted": sinks.memory()}
+    DistributedRunner(converted_totals(window),
+                      sources={"rates": stream_of(rocksdb_state, tmp_path / "rates"),
+                               "payments": stream_of(rocksdb_state, tmp_path / "payments")},
+                      sinks=out, checkpoint_dir=str(tmp_path / "chk")).run_available()
+    for topic in out:
+        expected = driver_records(converted_totals(window), rows, topic)
+        assert len(expected) > 5, topic
+        assert as_multiset(out[topic].read_records_to_list()) == as_multiset(expected), topic
+
+
 def test_table_updates_before_out_of_order_payments(rocksdb_state: Any, tmp_path: Path
                                                     ) -> None:
     """Every rate before the payments, which come in any order (all within retention)."""

@@ -15,14 +15,16 @@
   :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
 - or **join**: a stream's ``join``/``left_join`` (with or without ``grace``) with a versioned
   table source that nothing else reads: both run in one ``transformWithStateInPandas``
-  (:mod:`topology.spark._join`); the join node heads the post chain there;
-- **post**: the stateless stream nodes after that ``to_stream()`` (or join), up to output
-  topics.
+  (:mod:`topology.spark._join`), and so does the **joined** chain, the join node and the
+  stateless stream nodes after it, up to output topics or a **window** (above) that only
+  the join feeds: the aggregation then runs on the joined records;
+- **post**: the stateless stream nodes after the window's or the limit's ``to_stream()``, up
+  to output topics.
 
 Everything else (other tables, joins with tables without history, unsuppressed windowed
 aggregations, bounded buffers of final results, user processors, session or sliding windows,
-a second stateful node) is refused with a :class:`UnsupportedTopologyError` naming the node,
-before any Spark query is defined.
+any other second stateful node) is refused with a :class:`UnsupportedTopologyError` naming
+the node, before any Spark query is defined.
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesPr
 
 AGGREGATION = -1
 """The route of records that reach the stateful node: the windowed aggregation or the
-time-limited table, or the stream side of the as-of join (others: the output topic's
-index)."""
+time-limited table, or the stream side of the as-of join; in the joined chain, the windowed
+aggregation after the join (others: the output topic's index)."""
 
 TABLE_UPDATE = -2
 """The route of records that reach the versioned table source of the as-of join."""
@@ -123,7 +125,7 @@ class TimeLimitSpec:
 class JoinSpec:
     """A stream's as-of join with a versioned table: run in a batched processor.
 
-    The join node itself is the root of the post chain (built on the executor); the table
+    The join node itself is the root of the joined chain (built on the executor); the table
     source and its store are built from the topology's own factories.
     """
 
@@ -150,7 +152,11 @@ class Plan:
     window: WindowSpec | None
     limit: TimeLimitSpec | None
     join: JoinSpec | None
+    joined: ChainSpec | None
+    """The join and the stateless nodes after it, up to output topics or the windowed
+    aggregation (route :data:`AGGREGATION`), run in the join's processor."""
     post: ChainSpec
+    """The stateless nodes after the windowed aggregation's or time limit's to_stream()."""
     topics: tuple[str, ...]
     """The output topics, indexed by route."""
     direct_window_topic: str | None
@@ -181,12 +187,13 @@ def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyErr
         f"stateless stream steps, one time-windowed count/reduce/aggregate with "
         f"suppress(until_window_closes(unbounded)) + to_stream(), one table with "
         f"suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
-        f"left_join with a versioned table source that nothing else reads; "
+        f"left_join with a versioned table source that nothing else reads, optionally "
+        f"followed by such a windowed aggregation; "
         f"ForeachBatchRunner runs every topology")
 
 
 def compile_topology(topology: Topology) -> Plan:
-    """Sort ``topology``'s nodes into pre, window and post parts.
+    """Sort ``topology``'s nodes into the pre, window, limit, join, joined and post parts.
 
     :raises UnsupportedTopologyError: naming the first node that cannot run distributed.
     """
@@ -203,7 +210,9 @@ def compile_topology(topology: Topology) -> Plan:
         return list(node.children)
 
     stateful: GraphNode | None = None
-    """The one stateful node: the windowed aggregation, or the table source of a time limit."""
+    """The first stateful node: the windowed aggregation, the table source of a time limit,
+    or the join (a windowed aggregation may follow the join)."""
+    window_node: GraphNode | None = None
     window_proc: WindowedAggregateProcessor | None = None
     limit: TimeLimitSpec | None = None
     join: JoinSpec | None = None
@@ -211,15 +220,23 @@ def compile_topology(topology: Topology) -> Plan:
     exits: dict[str, int] = {}
     """Stateful node name -> the route by which the pre chain's records reach it."""
     to_streams: list[GraphNode] = []
+    """The roots of the post chain: the to_stream() after the last stateful node."""
     for node in topology.nodes:
         proc = procs[node.name]
         if isinstance(proc, WindowedAggregateProcessor | StreamTableJoinProcessor) or (
                 isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
-            if stateful is not None:
+            if stateful is not None and not (
+                    join_node is not None and window_node is None
+                    and isinstance(proc, WindowedAggregateProcessor)) and not (
+                    window_node is not None and join_node is None and limit is None
+                    and isinstance(proc, StreamTableJoinProcessor)):
                 raise _refuse(node, proc, f"the runner compiles one stateful aggregation or "
-                                          f"join per topology, and {stateful.name} is another")
+                                          f"join per topology, or an as-of join followed by "
+                                          f"a windowed aggregation, and "
+                                          f"{(window_node or stateful).name} is another")
         if isinstance(proc, WindowedAggregateProcessor):
-            stateful, window_proc = node, proc
+            stateful = stateful or node
+            window_node, window_proc = node, proc
             _check_window(node, proc, procs)
             to_streams = [g for c in node.children for g in c.children]
         elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
@@ -234,16 +251,41 @@ def compile_topology(topology: Topology) -> Plan:
             table = _check_join(node, proc, procs, topology)
             store = next(s for s in topology.stores if s.name == node.stores[0])
             key_ser = store.factory()._key_serializer
-            stateful, join_node = node, node
+            stateful = stateful or node
+            join_node = node
             join = JoinSpec(node.name, table.name, table.factory, store.name, store.factory,
                             key_ser, proc._grace)
             exits = {node.name: AGGREGATION, table.name: TABLE_UPDATE}
-            to_streams = [node]
-    window_node = stateful if window_proc is not None else None
     if stateful is not None and not exits:
         exits = {stateful.name: AGGREGATION}
+    if join_node is not None and window_node is not None and \
+            window_node.name not in _downstream(join_node, children):
+        raise _refuse(join_node, procs[join_node.name], f"the runner compiles a windowed "
+                      f"aggregation after an as-of join, not before or beside it, and "
+                      f"{window_node.name} is not fed by this join")
 
-    def chain(roots: dict[str, list[GraphNode]], part: str) -> ChainSpec:
+    def refused(node: GraphNode, part: str) -> UnsupportedTopologyError:
+        proc = procs[node.name]
+        if part == "pre" and node is window_node:
+            return _refuse(node, proc, f"its records come from the as-of join "
+                                       f"{join_node.name if join_node else ''} and from "
+                                       f"elsewhere: a windowed aggregation after a join is "
+                                       f"compiled only when all its records pass the join")
+        if part == "post" and (node is join_node or node is window_node
+                               or isinstance(proc, WindowedAggregateProcessor)):
+            return _refuse(node, proc, "its input comes from another stateful step: after "
+                                       "a windowed aggregation or a time limit only "
+                                       "stateless steps are compiled")
+        if isinstance(proc, WindowedAggregateProcessor):
+            return _refuse(node, proc, "only one windowed aggregation is compiled")
+        return _refuse(node, proc, _reason(proc))
+
+    def chain(roots: dict[str, list[GraphNode]], part: str, heads: tuple[GraphNode, ...],
+              exits: dict[str, int]) -> ChainSpec:
+        """The stateless chain from ``roots``, records for ``exits`` leaving by their routes.
+
+        ``heads`` may be stateful: the to_stream() nodes or the join heading the chain.
+        """
         index: dict[str, int] = {}
         order: list[GraphNode] = []
         stack = [n for ns in roots.values() for n in ns]
@@ -255,14 +297,10 @@ def compile_topology(topology: Topology) -> Plan:
             if node.kind == "sink" and node.topics[0] not in internal:
                 continue
             if node.kind not in ("source", "sink") and not isinstance(proc, STATELESS) and \
-                    not (part == "post" and isinstance(proc, ToStreamProcessor)
-                         and node in to_streams) and \
-                    not (part == "post" and node is join_node):
+                    node not in heads:
                 if node.name in exits:
                     continue
-                if isinstance(proc, WindowedAggregateProcessor):
-                    raise _refuse(node, proc, "only one windowed aggregation is compiled")
-                raise _refuse(node, proc, _reason(proc))
+                raise refused(node, part)
             index[node.name] = len(order)
             order.append(node)
             stack.extend(children(node))
@@ -273,9 +311,6 @@ def compile_topology(topology: Topology) -> Plan:
                 if child.kind == "sink" and child.topics[0] not in internal:
                     kids.append(("out", topics.index(child.topics[0]), child.name))
                 elif child.name in exits:
-                    if part == "post":
-                        raise _refuse(child, procs[child.name], "its input comes from "
-                                      "another windowed aggregation")
                     kids.append(("out", exits[child.name], child.name))
                 else:
                     kids.append(index[child.name])
@@ -302,9 +337,26 @@ def compile_topology(topology: Topology) -> Plan:
         if parent.kind == "source" and not set(parent.topics) & internal and \
                 len(parent.topics) == 1 and parent.children == [window_node]:
             direct = parent.topics[0]
-    pre = chain(roots, "pre")
-    post = chain({"": to_streams}, "post") if to_streams else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, limit, join, post, topics, direct)
+    pre = chain(roots, "pre", (), exits)
+    joined = None if join_node is None else chain(
+        {"": [join_node]}, "joined", (join_node,),
+        {} if window_node is None else {window_node.name: AGGREGATION})
+    post = chain({"": to_streams}, "post", tuple(to_streams), {}) if to_streams \
+        else ChainSpec((), {}, topics)
+    return Plan(sources, pre, window, limit, join, joined, post, topics, direct)
+
+
+def _downstream(node: GraphNode, children: Callable[[GraphNode], list[GraphNode]]
+                ) -> set[str]:
+    """The names of the nodes ``node``'s records can reach."""
+    seen: set[str] = set()
+    stack = children(node)
+    while stack:
+        child = stack.pop()
+        if child.name not in seen:
+            seen.add(child.name)
+            stack.extend(children(child))
+    return seen
 
 
 def _reason(proc: Any) -> str:

@@ -38,7 +38,10 @@ FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary())
 """The record frame: the Arrow layout of records between the runner's operators.
 
 ``st`` is, for a record reaching the stateful node, the largest timestamp of the records
-that reached it before in the same partition of the micro-batch (-1 for none)."""
+that reached it before in the same partition of the micro-batch (-1 for none). For a record
+the as-of join sends on to a windowed aggregation, ``seq`` is the position of the stream
+record it joined and ``st`` its index among the records that one gave, so that the
+aggregation folds them in the order the stream records arrived."""
 
 Out = tuple[int, Any, Any, int, tuple[tuple[str, bytes | None], ...]]
 """A record leaving a chain: ``(route, key, value, timestamp, headers)``."""
@@ -121,12 +124,15 @@ class Chain:
 
 
 def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
-          first_seq: int, seen: int = -1) -> tuple[pa.RecordBatch, int]:
+          first_seq: int, seen: int = -1,
+          positions: tuple[list[int], list[int]] | None = None
+          ) -> tuple[pa.RecordBatch, int]:
     """Records as a record-frame batch, and the largest stateful-input timestamp seen.
 
     ``kb`` (by ``key_bytes``) and ``st`` are for the records routed to a stateful node
     (a negative route);
-    ``seen``: the largest timestamp routed there before these records.
+    ``seen``: the largest timestamp routed there before these records. ``positions``, given,
+    are the ``seq`` and ``st`` columns instead (the join's records: see :data:`FRAME`).
     """
     kb: list[bytes | None] = []
     st: list[int] = []
@@ -139,6 +145,9 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         st.append(seen)
         if ts > seen:
             seen = ts
+    seq: Any = range(first_seq, first_seq + len(records))
+    if positions is not None:
+        seq, st = positions
     batch = pa.RecordBatch.from_arrays([
         pa.array([r[0] for r in records], pa.int32()),
         pa.array([_dumps(r[1]) for r in records], pa.binary()),
@@ -146,7 +155,7 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         pa.array([r[3] for r in records], pa.int64()),
         pa.array([_dumps(r[4]) if r[4] else None for r in records], pa.binary()),
         pa.array(kb, pa.binary()),
-        pa.array(range(first_seq, first_seq + len(records)), pa.int64()),
+        pa.array(seq, pa.int64()),
         pa.array(st, pa.int64()),
     ], schema=FRAME)
     return batch, seen
@@ -182,8 +191,8 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
     """The final results in Spark's aggregated rows, run through the post chain.
 
     ``table`` has ``start``, ``end``, ``ts`` (ms), ``k``, ``h`` and ``n`` (a count) or
-    ``vals`` (a list of ``(bt, seq, v)``: each value with its batch time and position, so
-    values fold in arrival order). ``key_mode``: ``"pickle"`` (the record frame's ``k``),
+    ``vals`` (a list of ``(bt, seq, st, v)``: each value with its batch time and position,
+    so values fold in arrival order; see :data:`FRAME`). ``key_mode``: ``"pickle"`` (the record frame's ``k``),
     ``("serde", serde, topic)`` (a binary key column read by the source's serde) or
     ``"plain"`` (a column of another type). Windows come out by (end, key bytes), as a
     task emits windows closing together.
@@ -230,7 +239,7 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
 
 def _fold(key: Any, vals: list[dict[str, Any]], window: WindowSpec) -> Any:
     """Fold a window's values in arrival order, as the windowed aggregate does."""
-    vals.sort(key=lambda v: (v["bt"], v["seq"]))
+    vals.sort(key=lambda v: (v["bt"], v["seq"], v["st"]))
     initializer, aggregator = window.initializer, window.aggregator
     agg: Any = None
     for item in vals:

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from ..testing.topics import TestRecord
 from ..topology import Topology
-from ._compile import AGGREGATION, Plan, compile_topology, groups_by_bytes
+from ._compile import AGGREGATION, ChainSpec, Plan, compile_topology, groups_by_bytes
 from ._stages import FRAME, Chain, pre_stage, records_of_frame, window_records
 from .columns import BatchPlan, Columns, plan
 from .sinks import Sink, checked_sinks, deliver
@@ -130,7 +130,7 @@ class DistributedRunner:
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
-        stateful = self._plan.window or self._plan.limit or self._plan.join
+        stateful = self._plan.join or self._plan.window or self._plan.limit
         key_bytes = None if stateful is None else stateful.key_serializer
         frames = []
         for topic, df in self._sources.items():
@@ -180,11 +180,11 @@ class DistributedRunner:
                     .withColumn("bt", F.current_timestamp()))
             key_mode = "pickle"
             aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts"),
-                    F.max_by("h", F.struct("bt", "seq")).alias("h")]
+                    F.max_by("h", F.struct("bt", "seq", "st")).alias("h")]
             if window.count:
                 aggs.append(F.count(F.lit(1)).alias("n"))
             else:
-                aggs.append(F.collect_list(F.struct("bt", "seq", "v")).alias("vals"))
+                aggs.append(F.collect_list(F.struct("bt", "seq", "st", "v")).alias("vals"))
         grouped = (rows.withWatermark("et", f"{window.grace_ms} milliseconds")
                    .groupBy(F.window("et", f"{window.size_ms} milliseconds",
                                      f"{window.advance_ms} milliseconds"), "kb"))
@@ -238,26 +238,34 @@ class DistributedRunner:
                 .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"),
                                                         F.lit(buckets(join))), F.lit(0))))
         schema = StructType.fromJson(_spark_schema(FRAME))
+        window = self._plan.window
+        joined = self._plan.joined
+        assert joined is not None
         return rows.groupBy("bucket").transformWithStateInPandas(
-            AsOfJoinProcessor(join, self._plan.post), schema, "Append", "None")
+            AsOfJoinProcessor(join, joined, None if window is None else window.key_serializer),
+            schema, "Append", "None")
 
     def _query_frame(self) -> tuple[Any, str, Any]:
         """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
         frames = self._frames()
         plan_ = self._plan
         direct_outputs = [f.where(f.route >= 0) for f in frames] \
-            if any(route >= 0 for route in _routes(plan_)) else []
-        if plan_.window is None and plan_.limit is None and plan_.join is None:
+            if any(route >= 0 for route in _routes(plan_.pre)) else []
+        if plan_.join is not None:
+            joined = self._joined(frames)
+            if plan_.window is None:
+                direct_outputs.insert(0, joined)
+            else:  # the aggregation runs on the joined records
+                frames = [joined]
+                if plan_.joined is not None and any(r >= 0 for r in _routes(plan_.joined)):
+                    direct_outputs.append(joined.where(joined.route >= 0))
+        elif plan_.limit is not None:
+            direct_outputs.insert(0, self._time_limited(frames))
+        if plan_.window is None:
             if not direct_outputs:
                 raise ValueError("the topology writes no output topic: nothing to run")
             union = direct_outputs[0]
             for other in direct_outputs[1:]:
-                union = union.unionByName(other)
-            return union, "records", None
-        if plan_.limit is not None or plan_.join is not None:
-            union = (self._time_limited(frames) if plan_.join is None
-                     else self._joined(frames))
-            for other in direct_outputs:
                 union = union.unionByName(other)
             return union, "records", None
         aggregated, key_mode = self._aggregated(frames)
@@ -354,9 +362,9 @@ class DistributedRunner:
                 f"sinks={sorted(self._sinks)}, checkpoint_dir={self.checkpoint_dir!r})")
 
 
-def _routes(plan: Plan) -> set[int]:
-    """The routes the pre chain sends records to."""
-    return {kid[1] for _, _, kids in plan.pre.nodes for kid in kids if isinstance(kid, tuple)}
+def _routes(chain: ChainSpec) -> set[int]:
+    """The routes a chain sends records to."""
+    return {kid[1] for _, _, kids in chain.nodes for kid in kids if isinstance(kid, tuple)}
 
 
 def _has_stateless(plan: Plan) -> bool:
