@@ -11,7 +11,6 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -232,18 +231,6 @@ def level_rows(seed: int, n: int = 300) -> list[Row]:
     return rows
 
 
-@pytest.fixture
-def rocksdb_state(spark: Any) -> Iterator[Any]:
-    """The shared session with the RocksDB state store (transformWithState needs it)."""
-    before = spark.conf.get(PROVIDER, None)
-    spark.conf.set(PROVIDER, ROCKSDB_PROVIDER)
-    yield spark
-    if before is None:
-        spark.conf.unset(PROVIDER)
-    else:
-        spark.conf.set(PROVIDER, before)
-
-
 def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
                                                     ) -> None:
     data = level_rows(seed=4)
@@ -304,8 +291,7 @@ def run_join(spark: Any, tmp_path: Path, topology: Topology,
     return list(out.read_records_to_list())
 
 
-@pytest.mark.parametrize(("left", "grace"), [(False, None), (True, 150)],
-                         ids=["join", "left-join-with-grace"])
+@pytest.mark.parametrize(("left", "grace"), [(True, 150)], ids=["left-join-with-grace"])
 def test_an_as_of_join_with_a_versioned_table_in_timestamp_order(
         rocksdb_state: Any, tmp_path: Path, left: bool, grace: int | None) -> None:
     rows = sorted(rate_rows(seed=7) + payment_rows(seed=8, n=120), key=lambda r: r[3])
@@ -457,6 +443,43 @@ def _two_joins() -> Topology:
     return b.build()
 
 
+def _final_counts(stream: Any) -> Any:
+    return (stream.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
+            .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream())
+
+
+def _window_beside_join() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    payments = b.stream("payments")
+    _final_counts(payments).to("out")
+    payments.join(rates, lambda p, r: p).to("out")
+    return b.build()
+
+
+def _window_fed_by_join_and_stream() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    payments = b.stream("payments")
+    _final_counts(payments.join(rates, lambda p, r: p).merge(b.stream("refunds"))).to("out")
+    return b.build()
+
+
+def _join_after_window() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    _final_counts(b.stream("payments")).join(rates, lambda p, r: p).to("out")
+    return b.build()
+
+
+def _time_limit_and_window() -> Topology:
+    b = StreamsBuilder()
+    (b.table("levels").suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .to_stream().to("out"))
+    _final_counts(b.stream("clicks")).to("out")
+    return b.build()
+
+
 def _every_update() -> Topology:
     b = StreamsBuilder()
     (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
@@ -491,9 +514,14 @@ def _two_aggregations() -> Topology:
     (_every_update, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
     (_bounded_final, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
     (_two_aggregations, "KSTREAM-AGGREGATE-0000000008", "one stateful aggregation"),
+    (_window_beside_join, "KSTREAM-JOIN-0000000009", "not before or beside it"),
+    (_window_fed_by_join_and_stream, "KSTREAM-AGGREGATE-0000000", "from elsewhere"),
+    (_join_after_window, "KSTREAM-JOIN-0000000008", "not before or beside it"),
+    (_time_limit_and_window, "KSTREAM-AGGREGATE-0000000", "one stateful aggregation"),
 ], ids=["time-limit-on-windows", "join-without-history",
         "versioned-table-read-twice", "two-joins", "every-update",
-        "bounded-buffer", "two-aggregations"])
+        "bounded-buffer", "two-aggregations", "window-beside-join",
+        "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:
     with pytest.raises(UnsupportedTopologyError) as refused:

@@ -271,11 +271,6 @@ def compile_topology(topology: Topology) -> Plan:
                                        f"{join_node.name if join_node else ''} and from "
                                        f"elsewhere: a windowed aggregation after a join is "
                                        f"compiled only when all its records pass the join")
-        if part == "post" and (node is join_node or node is window_node
-                               or isinstance(proc, WindowedAggregateProcessor)):
-            return _refuse(node, proc, "its input comes from another stateful step: after "
-                                       "a windowed aggregation or a time limit only "
-                                       "stateless steps are compiled")
         if isinstance(proc, WindowedAggregateProcessor):
             return _refuse(node, proc, "only one windowed aggregation is compiled")
         return _refuse(node, proc, _reason(proc))

@@ -192,10 +192,10 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
 
     ``table`` has ``start``, ``end``, ``ts`` (ms), ``k``, ``h`` and ``n`` (a count) or
     ``vals`` (a list of ``(bt, seq, st, v)``: each value with its batch time and position,
-    so values fold in arrival order; see :data:`FRAME`). ``key_mode``: ``"pickle"`` (the record frame's ``k``),
-    ``("serde", serde, topic)`` (a binary key column read by the source's serde) or
-    ``"plain"`` (a column of another type). Windows come out by (end, key bytes), as a
-    task emits windows closing together.
+    so values fold in arrival order; see :data:`FRAME`). ``key_mode``: ``"pickle"`` (the
+    record frame's ``k``), ``("serde", serde, topic)`` (a binary key column read by the
+    source's serde) or ``"plain"`` (a column of another type). Windows come out by (end, key
+    bytes), as a task emits windows closing together.
     """
     n = table.num_rows
     if n == 0:
