@@ -23,6 +23,8 @@ from topology import (
     Consumed,
     Materialized,
     Serdes,
+    SessionWindows,
+    SlidingWindows,
     StreamsBuilder,
     TimeWindows,
     Topology,
@@ -79,6 +81,22 @@ def page_lists() -> Topology:
     return b.build()
 
 
+def page_sessions() -> Topology:
+    """Sessions (records exactly the gap apart share one) folded with a merger, then mapped."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+     .group_by_key()
+     .windowed_by(SessionWindows.of_inactivity_gap_and_grace(20, 15))
+     .aggregate(lambda: "", lambda user, page, pages: pages + page[-1],
+                lambda user, one, other: one + "|" + other)
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .map(lambda session, pages: (session.key, (session.window.start, session.window.end,
+                                                pages)))
+     .to("sessions"))
+    return b.build()
+
+
 def stateless_only() -> Topology:
     """No state at all: one mapInArrow per source and the sinks."""
     b = StreamsBuilder()
@@ -96,6 +114,13 @@ def click_rows(seed: int, n: int = 240) -> list[Row]:
     pages = ["/a", "/b", "/c", "/a+/b"]
     return [("clicks", rng.choice(users).encode(), rng.choice(pages).encode(), ts)
             for ts in sorted(rng.randrange(1_500) for _ in range(n))]
+
+
+def session_click_rows(seed: int) -> list[Row]:
+    """Clicks, and one more whose session the last click leaves 1 ms short of closing."""
+    rows = click_rows(seed)
+    boundary = rows[-1][3] - 35  # gap 20 + grace 15: open until stream time boundary + 36
+    return sorted([*rows, ("clicks", b"user-9", b"/a", boundary)], key=lambda r: r[3])
 
 
 def payment_rows(seed: int, n: int = 240) -> list[Row]:
@@ -143,7 +168,8 @@ def as_multiset(records: list[Any]) -> Counter[Any]:
     (final_counts, click_rows, ["counts"]),
     (page_lists, click_rows, ["pages"]),
     (stateless_only, click_rows, ["pages"]),
-], ids=["native-count", "aggregate-in-arrival-order", "stateless-only"])
+    (page_sessions, session_click_rows, ["sessions"]),
+], ids=["native-count", "aggregate-in-arrival-order", "stateless-only", "sessions"])
 def test_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path, topology: Any,
                                                     rows: Any, topics: list[str]) -> None:
     data = rows(seed=11)
@@ -480,6 +506,13 @@ def _time_limit_and_window() -> Topology:
     return b.build()
 
 
+def _final_windows(windows: Any) -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().windowed_by(windows).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
+    return b.build()
+
+
 def _every_update() -> Topology:
     b = StreamsBuilder()
     (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
@@ -518,10 +551,13 @@ def _two_aggregations() -> Topology:
     (_window_fed_by_join_and_stream, "KSTREAM-AGGREGATE-0000000", "from elsewhere"),
     (_join_after_window, "KSTREAM-JOIN-0000000008", "not before or beside it"),
     (_time_limit_and_window, "KSTREAM-AGGREGATE-0000000", "one stateful aggregation"),
+    (lambda: _final_windows(SlidingWindows.of_time_difference_with_no_grace(10)),
+     "KSTREAM-AGGREGATE-0000000002", "sliding windows"),
 ], ids=["time-limit-on-windows", "join-without-history",
         "versioned-table-read-twice", "two-joins", "every-update",
         "bounded-buffer", "two-aggregations", "window-beside-join",
-        "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window"])
+        "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window",
+        "sliding-windows"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:
     with pytest.raises(UnsupportedTopologyError) as refused:

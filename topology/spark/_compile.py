@@ -6,10 +6,10 @@
   output topic (``filter``, ``map``, ``map_values``, ``flat_map``, ``flat_map_values``,
   ``select_key``, ``peek``, ``merge``, repartitions). They run on the executors in
   ``mapInArrow``, the user's functions called by the library's own processors.
-- **window**: one time-windowed ``count``/``reduce``/``aggregate`` whose only child is
-  ``suppress(until_window_closes(...))`` with an unbounded (or spilling) buffer, followed by
-  ``to_stream()``. It becomes Spark's ``withWatermark`` + ``groupBy(window(...))``
-  aggregation in append mode.
+- **window**: one time-windowed or session-windowed ``count``/``reduce``/``aggregate`` whose
+  only child is ``suppress(until_window_closes(...))`` with an unbounded (or spilling)
+  buffer, followed by ``to_stream()``. It becomes Spark's ``withWatermark`` +
+  ``groupBy(window(...))`` (sessions: ``session_window(...)``) aggregation in append mode.
 - or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
   followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
   :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
@@ -22,7 +22,7 @@
   to output topics.
 
 Everything else (other tables, joins with tables without history, unsuppressed windowed
-aggregations, bounded buffers of final results, user processors, session or sliding windows,
+aggregations, bounded buffers of final results, user processors, sliding windows,
 any other second stateful node) is refused with a :class:`UnsupportedTopologyError` naming
 the node, before any Spark query is defined.
 """
@@ -45,6 +45,7 @@ from ..runtime.processors.aggregate import (
     count_initializer,
 )
 from ..runtime.processors.join import StreamTableJoinProcessor
+from ..runtime.processors.session import SessionWindowAggregateProcessor
 from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
@@ -58,6 +59,9 @@ STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesPr
              sp.FlatMapProcessor, sp.FlatMapValuesProcessor, sp.SelectKeyProcessor,
              sp.PeekProcessor)
 """Processors that keep no state: run record by record on the executors."""
+
+WINDOWED = (WindowedAggregateProcessor, SessionWindowAggregateProcessor)
+"""The windowed aggregations the runner compiles (time windows, sessions)."""
 
 AGGREGATION = -1
 """The route of records that reach the stateful node: the windowed aggregation or the
@@ -93,7 +97,7 @@ class ChainSpec:
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """The windowed aggregation: window sizes, and how values are folded."""
+    """The windowed aggregation: window sizes (or the session gap), how values are folded."""
 
     name: str
     size_ms: int
@@ -105,6 +109,11 @@ class WindowSpec:
     aggregator: Callable[[Any, Any, Any], Any]
     key_serializer: Callable[[Any], bytes | None]
     """The aggregation's key bytes (its store's): records are grouped by them, as in a task."""
+    gap_ms: int | None = None
+    """Session windows: the inactivity gap (``size_ms`` and ``advance_ms`` are then 0);
+    ``None`` for time windows."""
+    merger: Callable[[Any, Any, Any], Any] | None = None
+    """Session windows: ``merger(key, agg1, agg2)``, as the session aggregate calls it."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +185,7 @@ def _what(node: GraphNode, processor: Any) -> str:
         "SuppressNodeProcessor": "a suppression",
         "ToStreamProcessor": "to_stream()",
         "WindowedAggregateProcessor": "a windowed aggregation",
+        "SessionWindowAggregateProcessor": "a session-windowed aggregation",
     }
     name = type(processor).__name__
     return f"{node.name} ({kinds.get(name, name)})"
@@ -213,7 +223,7 @@ def compile_topology(topology: Topology) -> Plan:
     """The first stateful node: the windowed aggregation, the table source of a time limit,
     or the join (a windowed aggregation may follow the join)."""
     window_node: GraphNode | None = None
-    window_proc: WindowedAggregateProcessor | None = None
+    window_proc: WindowedAggregateProcessor | SessionWindowAggregateProcessor | None = None
     limit: TimeLimitSpec | None = None
     join: JoinSpec | None = None
     join_node: GraphNode | None = None
@@ -223,18 +233,18 @@ def compile_topology(topology: Topology) -> Plan:
     """The roots of the post chain: the to_stream() after the last stateful node."""
     for node in topology.nodes:
         proc = procs[node.name]
-        if isinstance(proc, WindowedAggregateProcessor | StreamTableJoinProcessor) or (
+        if isinstance(proc, (*WINDOWED, StreamTableJoinProcessor)) or (
                 isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
             if stateful is not None and not (
                     join_node is not None and window_node is None
-                    and isinstance(proc, WindowedAggregateProcessor)) and not (
+                    and isinstance(proc, WINDOWED)) and not (
                     window_node is not None and join_node is None and limit is None
                     and isinstance(proc, StreamTableJoinProcessor)):
                 raise _refuse(node, proc, f"the runner compiles one stateful aggregation or "
                                           f"join per topology, or an as-of join followed by "
                                           f"a windowed aggregation, and "
                                           f"{(window_node or stateful).name} is another")
-        if isinstance(proc, WindowedAggregateProcessor):
+        if isinstance(proc, WINDOWED):
             stateful = stateful or node
             window_node, window_proc = node, proc
             _check_window(node, proc, procs)
@@ -271,7 +281,7 @@ def compile_topology(topology: Topology) -> Plan:
                                        f"{join_node.name if join_node else ''} and from "
                                        f"elsewhere: a windowed aggregation after a join is "
                                        f"compiled only when all its records pass the join")
-        if isinstance(proc, WindowedAggregateProcessor):
+        if isinstance(proc, WINDOWED):
             return _refuse(node, proc, "only one windowed aggregation is compiled")
         return _refuse(node, proc, _reason(proc))
 
@@ -361,6 +371,9 @@ def _reason(proc: Any) -> str:
         return "tables keep per-key state that Spark's executors have no operator for here"
     if name == "StreamTableJoinProcessor":
         return "only one stream-table join is compiled"
+    if name == "SlidingWindowAggregateProcessor":
+        return ("sliding windows (a window per record, both ends inclusive) have no Spark "
+                "operator: Spark's window() starts windows at fixed multiples of the slide")
     if name == "UserProcessorAdapter":
         return "a user processor's stores and punctuations have no Spark equivalent"
     if name == "StreamAggregateProcessor":
@@ -374,7 +387,8 @@ def _reason(proc: Any) -> str:
     return "it has no compiled form"
 
 
-def _check_window(node: GraphNode, proc: WindowedAggregateProcessor,
+def _check_window(node: GraphNode, proc: WindowedAggregateProcessor
+                  | SessionWindowAggregateProcessor,
                   procs: dict[str, Any]) -> None:
     """The aggregation's one child must be final-results suppression, then to_stream()."""
     if len(node.children) != 1 or not isinstance(procs[node.children[0].name],
@@ -443,15 +457,17 @@ def _check_join(node: GraphNode, proc: StreamTableJoinProcessor, procs: dict[str
     return table
 
 
-def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor,
-                 topology: Topology) -> WindowSpec:
-    windows = proc._windows
+def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor
+                 | SessionWindowAggregateProcessor, topology: Topology) -> WindowSpec:
     store = next(s for s in topology.stores if s.name == proc._store_name).factory()
     key_ser: Callable[[Any], bytes | None] = getattr(store, "_key_bytes", serializer_of(None))
     count = proc._initializer is count_initializer and proc._aggregator is count_adder
+    if isinstance(proc, SessionWindowAggregateProcessor):
+        return WindowSpec(node.name, 0, 0, proc._grace, count, proc._initializer,
+                          proc._aggregator, key_ser, proc._gap, proc._merger)
+    windows = proc._windows
     return WindowSpec(node.name, windows.size_ms, windows.advance_ms, windows.grace_ms, count,
                       proc._initializer, proc._aggregator, key_ser)
-
 
 
 def groups_by_bytes(serde: Serde[Any] | None) -> bool:

@@ -217,16 +217,16 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
     else:
         values = [_fold(key, vals, window) for key, vals in
                   zip(keys, table.column("vals").to_pylist(), strict=True)]
-    windows: dict[int, Window] = {}
+    windows: dict[tuple[int, int], Window] = {}
     exits = post.exits
     out: list[Out] = []
     for i in range(n):
         value = values[i]
         if value is None:
             continue  # the aggregate was deleted: final results drop tombstones
-        win = windows.get(starts[i])
+        win = windows.get((starts[i], ends[i]))
         if win is None:
-            win = windows[starts[i]] = Window(starts[i], ends[i])
+            win = windows[starts[i], ends[i]] = Window(starts[i], ends[i])
         if exits is None:
             ctx = RecordContext(times[i], -1, "", 0, headers[i])
             post.feed_change(Windowed(keys[i], win), value, ctx)
@@ -238,14 +238,21 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
 
 
 def _fold(key: Any, vals: list[dict[str, Any]], window: WindowSpec) -> Any:
-    """Fold a window's values in arrival order, as the windowed aggregate does."""
+    """Fold a window's values in arrival order, as the windowed aggregate does.
+
+    A session's aggregate calls, for each record after the first, the merger on a fresh
+    ``initializer()`` and the session's aggregate (the session it extends) before the
+    aggregator: the same calls here.
+    """
     vals.sort(key=lambda v: (v["bt"], v["seq"], v["st"]))
-    initializer, aggregator = window.initializer, window.aggregator
+    initializer, aggregator, merger = window.initializer, window.aggregator, window.merger
     agg: Any = None
     for item in vals:
         value = _loads(item["v"])
-        if agg is None:
+        if agg is None:  # the first value, or the aggregate was deleted: start afresh
             agg = value if initializer is None else aggregator(key, value, initializer())
+        elif merger is not None and initializer is not None:
+            agg = aggregator(key, value, merger(key, initializer(), agg))
         else:
             agg = aggregator(key, value, agg)
     return agg

@@ -185,11 +185,22 @@ class DistributedRunner:
                 aggs.append(F.count(F.lit(1)).alias("n"))
             else:
                 aggs.append(F.collect_list(F.struct("bt", "seq", "st", "v")).alias("vals"))
-        grouped = (rows.withWatermark("et", f"{window.grace_ms} milliseconds")
-                   .groupBy(F.window("et", f"{window.size_ms} milliseconds",
-                                     f"{window.advance_ms} milliseconds"), "kb"))
+        if window.gap_ms is None:
+            spark_window = F.window("et", f"{window.size_ms} milliseconds",
+                                    f"{window.advance_ms} milliseconds")
+            end = F.unix_millis("window.end")
+            delay = window.grace_ms
+        else:
+            # Spark's session ends at the last record + gap (records exactly the gap apart
+            # share it, as in Kafka); Kafka's inclusive end is the last record, which closes
+            # 1 ms after Spark's end would: the watermark's delay is 1 ms longer
+            spark_window = F.session_window("et", f"{window.gap_ms} milliseconds")
+            end = F.unix_millis("window.end") - window.gap_ms
+            delay = window.grace_ms + 1
+        grouped = (rows.withWatermark("et", f"{delay} milliseconds")
+                   .groupBy(spark_window.alias("window"), "kb"))
         out = grouped.agg(*aggs).select(F.unix_millis("window.start").alias("start"),
-                                        F.unix_millis("window.end").alias("end"), "*")
+                                        end.alias("end"), "*")
         out = out.drop("window")
         if native:
             out = out.withColumn("k", F.col("kb"))
