@@ -11,7 +11,8 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   checkpointed state store and emits each one once its end is at or below the watermark. A
   ``count()`` is Spark's own ``count``; ``reduce``/``aggregate`` collect each window's values
   (with their arrival position) in Spark's state and fold them with the user's functions,
-  in arrival order, when the window closes;
+  in arrival order, when the window closes; session windows the same way with
+  ``session_window(ts, gap)``;
 - a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
@@ -19,7 +20,9 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
 - a stream's ``join``/``left_join`` with a versioned table source runs the same way: table
   updates and stream records in one ``transformWithStateInPandas``, grouped by a hash
   bucket of the key, each bucket's table history one state value, the lookup done by the
-  library's own versioned store and join processor (:mod:`topology.spark._join`);
+  library's own versioned store and join processor (:mod:`topology.spark._join`), and the
+  stateless steps after the join with them; a windowed aggregation after the join (the
+  two stateful steps in one query) runs as above on the records the join sends on;
 - what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
   output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`).
 
