@@ -194,7 +194,7 @@ def _what(node: GraphNode, processor: Any) -> str:
 def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyError:
     return UnsupportedTopologyError(
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
-        f"stateless stream steps, one time-windowed count/reduce/aggregate with "
+        f"stateless stream steps, one time- or session-windowed count/reduce/aggregate with "
         f"suppress(until_window_closes(unbounded)) + to_stream(), one table with "
         f"suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads, optionally "
