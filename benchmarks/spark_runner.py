@@ -144,17 +144,23 @@ def topology() -> Any:
     return b.build()
 
 
-def summed_topology() -> Any:
-    """The same windows with ``reduce`` (a Python function): the collect-and-fold path."""
-    b = StreamsBuilder()
-    (b.stream("clicks", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()))
-     .map_values(lambda value: 1)
+def final_sums(stream: Any) -> None:
+    """Final sums of the stream's values per key and window, to the topic ``counts``."""
+    (stream
      .group_by_key()
      .windowed_by(TimeWindows.of_size_and_grace(SIZE, GRACE))
      .reduce(lambda total, one: total + one)
      .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
      .to_stream()
      .to("counts"))
+
+
+def summed_topology() -> Any:
+    """The same windows with ``reduce`` (a Python function): the collect-and-fold path."""
+    b = StreamsBuilder()
+    final_sums(b.stream("clicks", Consumed(key_serde=Serdes.string(),
+                                           value_serde=Serdes.string()))
+               .map_values(lambda value: 1))
     return b.build()
 
 
@@ -168,32 +174,19 @@ def time_limited_topology() -> Any:
     return b.build()
 
 
-def joined_topology() -> Any:
+def joined_topology(then_windows: bool = False) -> Any:
     """Each click joined with its user's page as of its time (a versioned table of the clicks,
-    read from the same files as the topic ``pages``): the batched as-of join."""
+    read from the same files as the topic ``pages``): the batched as-of join; 1 if the page
+    is the latest, else 0. ``then_windows``: summed per user and window, final results (two
+    stateful steps in one query: the join's processors, then Spark's window aggregation)."""
     b = StreamsBuilder()
     consumed = Consumed(key_serde=Serdes.string(), value_serde=Serdes.string())
     pages = b.table("pages", consumed, Materialized.versioned("pages", 10 * SIZE))
-    (b.stream("clicks", consumed)
-     .join(pages, lambda page, latest: page == latest)
-     .to("counts"))
-    return b.build()
-
-
-def joined_windows_topology() -> Any:
-    """The as-of join, then per user and window the clicks on their latest page, final
-    results: two stateful steps in one query (the join's processor, then Spark's window)."""
-    b = StreamsBuilder()
-    consumed = Consumed(key_serde=Serdes.string(), value_serde=Serdes.string())
-    pages = b.table("pages", consumed, Materialized.versioned("pages", 10 * SIZE))
-    (b.stream("clicks", consumed)
-     .join(pages, lambda page, latest: int(page == latest))
-     .group_by_key()
-     .windowed_by(TimeWindows.of_size_and_grace(SIZE, GRACE))
-     .reduce(lambda total, same: total + same)
-     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
-     .to_stream()
-     .to("counts"))
+    joined = b.stream("clicks", consumed).join(pages, lambda page, latest: int(page == latest))
+    if then_windows:
+        final_sums(joined)
+    else:
+        joined.to("counts")
     return b.build()
 
 
@@ -325,10 +318,10 @@ def main() -> None:
             "the distributed runner (as-of join) differs from the driver"
         distributed_runs["join"] = joined
         chained = distributed_run(spark, in_order, work, "dist-join-window",
-                                  joined_windows_topology(), ("clicks", "pages"))
+                                  joined_topology(then_windows=True), ("clicks", "pages"))
         assert Counter((r.key, r.value, r.timestamp) for r in chained[1]) == Counter(
             (r.key, r.value, r.timestamp)
-            for r in joined_driver(records, joined_windows_topology())), \
+            for r in joined_driver(records, joined_topology(then_windows=True))), \
             "the distributed runner (as-of join, then windows) differs from the driver"
         distributed_runs["join, then windows"] = chained
         own_set = sorted((r["key"], r["window"]["start"].timestamp() * 1000, r["count"])
