@@ -29,9 +29,11 @@ timed from ``start()`` to the end of ``awaitTermination()``, after a warm-up que
   ``transformWithState`` needs); and an as-of join of the clicks with a versioned table of the
   same clicks (the same files, sorted by timestamp, read again as the topic ``pages``: each
   click joined with its user's page as of its time, in batched processors, 8 key buckets;
-  its rate counts the 1 M clicks, while 2 M rows pass through the processors). The two
+  its rate counts the 1 M clicks, while 2 M rows pass through the processors); and the same
+  join followed by a final ``reduce`` per user and window of the joined records (two stateful
+  steps in one query: the join's processors, then Spark's window aggregation). The two
   windowed runs are checked to emit exactly Spark's own windows and counts, the
-  time-limited one and the join exactly the driver's records (the join's driver fed by
+  time-limited one and the joins exactly the driver's records (the joins' driver fed by
   timestamp, a timestamp's table updates before its clicks, as the runner orders them).
   ``--distributed-only`` runs just these and Spark's own aggregation.
 
@@ -65,21 +67,23 @@ runner durable / driver durable                                      0.73x     1
 
 DistributedRunner (``--distributed-only``; the same machine, load average 4 to 7; runs 2 and 3
 also with the time-limited table, run 4 also with the as-of join, beside a test run for part
-of it):
+of it; run 5 also with the join followed by windows, load average 2 to 7.7 from other jobs):
 
-=============================================  ==========  ==========  ==========  ==========
-records/s                                      run 1       run 2       run 3       run 4
-=============================================  ==========  ==========  ==========  ==========
-Spark windowed count + watermark                   47,730      35,202      47,200      35,987
-distributed count() (Spark's own count)            50,133      34,362      45,203      27,737
-distributed map_values + reduce()                  12,027       8,394      10,861       9,204
-distributed table until_time_limit (TWS)                        8,833      11,541       9,885
-distributed as-of join, versioned (TWS)                                                15,590
-count / Spark's own                                 1.05x       0.98x       0.96x       0.77x
-reduce / Spark's own                                0.25x       0.24x       0.23x       0.26x
-until_time_limit / Spark's own                                  0.25x       0.24x       0.27x
-as-of join / Spark's own                                                               0.43x
-=============================================  ==========  ==========  ==========  ==========
+=========================================  =========  =========  =========  =========  =========
+records/s                                  run 1      run 2      run 3      run 4      run 5
+=========================================  =========  =========  =========  =========  =========
+Spark windowed count + watermark              47,730     35,202     47,200     35,987     43,373
+distributed count() (Spark's own count)       50,133     34,362     45,203     27,737     39,687
+distributed map_values + reduce()             12,027      8,394     10,861      9,204     10,582
+distributed table until_time_limit (TWS)                  8,833     11,541      9,885      7,895
+distributed as-of join, versioned (TWS)                                        15,590      6,354
+distributed as-of join, then window reduce                                                 4,776
+count / Spark's own                            1.05x      0.98x      0.96x      0.77x      0.92x
+reduce / Spark's own                           0.25x      0.24x      0.23x      0.26x      0.24x
+until_time_limit / Spark's own                            0.25x      0.24x      0.27x      0.18x
+as-of join / Spark's own                                                       0.43x      0.15x
+join, then window reduce / Spark's own                                                    0.11x
+=========================================  =========  =========  =========  =========  =========
 
 Where the time goes: a micro-batch is moved to Python, then processed; ``foreachBatch`` calls
 are sequential, so the runner's time is about the transfer's plus the engine's (column-wise
@@ -140,17 +144,23 @@ def topology() -> Any:
     return b.build()
 
 
-def summed_topology() -> Any:
-    """The same windows with ``reduce`` (a Python function): the collect-and-fold path."""
-    b = StreamsBuilder()
-    (b.stream("clicks", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()))
-     .map_values(lambda value: 1)
+def final_sums(stream: Any) -> None:
+    """Final sums of the stream's values per key and window, to the topic ``counts``."""
+    (stream
      .group_by_key()
      .windowed_by(TimeWindows.of_size_and_grace(SIZE, GRACE))
      .reduce(lambda total, one: total + one)
      .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
      .to_stream()
      .to("counts"))
+
+
+def summed_topology() -> Any:
+    """The same windows with ``reduce`` (a Python function): the collect-and-fold path."""
+    b = StreamsBuilder()
+    final_sums(b.stream("clicks", Consumed(key_serde=Serdes.string(),
+                                           value_serde=Serdes.string()))
+               .map_values(lambda value: 1))
     return b.build()
 
 
@@ -164,23 +174,27 @@ def time_limited_topology() -> Any:
     return b.build()
 
 
-def joined_topology() -> Any:
+def joined_topology(then_windows: bool = False) -> Any:
     """Each click joined with its user's page as of its time (a versioned table of the clicks,
-    read from the same files as the topic ``pages``): the batched as-of join."""
+    read from the same files as the topic ``pages``): the batched as-of join; 1 if the page
+    is the latest, else 0. ``then_windows``: summed per user and window, final results (two
+    stateful steps in one query: the join's processors, then Spark's window aggregation)."""
     b = StreamsBuilder()
     consumed = Consumed(key_serde=Serdes.string(), value_serde=Serdes.string())
     pages = b.table("pages", consumed, Materialized.versioned("pages", 10 * SIZE))
-    (b.stream("clicks", consumed)
-     .join(pages, lambda page, latest: page == latest)
-     .to("counts"))
+    joined = b.stream("clicks", consumed).join(pages, lambda page, latest: int(page == latest))
+    if then_windows:
+        final_sums(joined)
+    else:
+        joined.to("counts")
     return b.build()
 
 
-def joined_driver(records: list[tuple[str, Any, int]]) -> list[Any]:
-    """The driver's join output, fed as the runner orders a micro-batch: by timestamp, the
-    table updates of a timestamp before its clicks."""
+def joined_driver(records: list[tuple[str, Any, int]], topo: Any) -> list[Any]:
+    """The driver's output of a join topology, fed as the runner orders a micro-batch: by
+    timestamp, the table updates of a timestamp before its clicks."""
     in_order = sorted(records, key=lambda r: r[2])
-    with TopologyTestDriver(joined_topology()) as driver:
+    with TopologyTestDriver(topo) as driver:
         pages, clicks_topic = driver.create_input_topic("pages"), \
             driver.create_input_topic("clicks")
         i = 0
@@ -300,13 +314,20 @@ def main() -> None:
         joined = distributed_run(spark, in_order, work, "dist-join", joined_topology(),
                                  ("clicks", "pages"))
         assert Counter((r.key, r.value, r.timestamp) for r in joined[1]) == Counter(
-            (r.key, r.value, r.timestamp) for r in joined_driver(records)), \
+            (r.key, r.value, r.timestamp) for r in joined_driver(records, joined_topology())), \
             "the distributed runner (as-of join) differs from the driver"
         distributed_runs["join"] = joined
+        chained = distributed_run(spark, in_order, work, "dist-join-window",
+                                  joined_topology(then_windows=True), ("clicks", "pages"))
+        assert Counter((r.key, r.value, r.timestamp) for r in chained[1]) == Counter(
+            (r.key, r.value, r.timestamp)
+            for r in joined_driver(records, joined_topology(then_windows=True))), \
+            "the distributed runner (as-of join, then windows) differs from the driver"
+        distributed_runs["join, then windows"] = chained
         own_set = sorted((r["key"], r["window"]["start"].timestamp() * 1000, r["count"])
                          for t in own_windows for r in t.to_pylist())
         for kind, (_, out) in distributed_runs.items():
-            if kind in ("until_time_limit", "join"):
+            if kind in ("until_time_limit", "join", "join, then windows"):
                 continue
             got = sorted((r.key.key, r.key.window.start, r.value) for r in out)
             assert got == own_set, f"the distributed runner ({kind}) differs from Spark's own"
@@ -366,7 +387,8 @@ def print_distributed(n: int, args: Any, own: float, windows: int,
     for kind, (seconds, _) in runs.items():
         label = {"count": "count() compiled to Spark's", "reduce": "reduce() collect + fold",
                  "until_time_limit": "table until_time_limit (TWS)",
-                 "join": "as-of join, versioned (TWS)"}
+                 "join": "as-of join, versioned (TWS)",
+                 "join, then windows": "as-of join, then window reduce"}
         print(f"  {label[kind]:<33} {n / seconds:>10,.0f} records/s  "
               f"({own / seconds:.2f}x Spark's own)")
 

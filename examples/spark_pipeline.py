@@ -194,14 +194,7 @@ def run(spark: Any, work: Path, payments: int, files: int = FILES) -> bool:
     metrics = runner.metrics()
     runner.close()
 
-    alerts = (spark.read.parquet(str(alerts_dir)).toArrow().to_pylist()
-              if alerts_dir.exists() else [])
-    alerts.sort(key=lambda a: (a["key"]["start"], a["key"]["key"]))
-    print(f"\nAlerts: hourly totals above {ALERT_EUR:,.0f} EUR, written to {alerts_dir}")
-    for a in alerts:
-        start = dt.datetime.fromtimestamp(a["key"]["start"] / 1000, dt.UTC)
-        print(f"  {start:%Y-%m-%d %H:%M}-{start + dt.timedelta(hours=1):%H:%M}  "
-              f"{a['key']['key']}  {a['value']:>10,.2f} EUR")
+    alerts = print_alerts(spark, alerts_dir)
     print(f"\nRecords in: {processed:,} in {batches} micro-batches, {elapsed:.1f} s: "
           f"{processed / elapsed:,.0f} records/s (Spark's file source included)")
     print(f"Final hourly totals emitted: {metrics['suppression-emit-total']:,.0f}, "
@@ -209,11 +202,28 @@ def run(spark: Any, work: Path, payments: int, files: int = FILES) -> bool:
           f"{metrics['dropped-records-total']:,.0f}")
 
     expected = driver_alerts(topology, read_input(incoming))
-    got = [(a["key"]["key"], a["key"]["start"], a["key"]["end"], a["value"],
-            int(a["timestamp"].timestamp() * 1000)) for a in alerts]
-    same = sorted(got) == sorted(expected)
+    same = sorted(alert_tuples(alerts)) == sorted(expected)
     print(f"Same alerts as TopologyTestDriver on the same records: {'yes' if same else 'NO'}")
     return same
+
+
+def print_alerts(spark: Any, alerts_dir: Path) -> list[dict[str, Any]]:
+    """Read the alerts the parquet sink wrote (every batch), print them by window and account."""
+    alerts: list[dict[str, Any]] = (spark.read.parquet(str(alerts_dir)).toArrow().to_pylist()
+                                    if alerts_dir.exists() else [])
+    alerts.sort(key=lambda a: (a["key"]["start"], a["key"]["key"]))
+    print(f"\nAlerts: hourly totals above {ALERT_EUR:,.0f} EUR, written to {alerts_dir}")
+    for a in alerts:
+        start = dt.datetime.fromtimestamp(a["key"]["start"] / 1000, dt.UTC)
+        print(f"  {start:%Y-%m-%d %H:%M}-{start + dt.timedelta(hours=1):%H:%M}  "
+              f"{a['key']['key']}  {a['value']:>10,.2f} EUR  (batch {a['batch_id']})")
+    return alerts
+
+
+def alert_tuples(alerts: list[dict[str, Any]]) -> list[tuple[str, int, int, float, int]]:
+    """The alerts read back from parquet, in the form :func:`driver_alerts` gives."""
+    return [(a["key"]["key"], a["key"]["start"], a["key"]["end"], a["value"],
+             int(a["timestamp"].timestamp() * 1000)) for a in alerts]
 
 
 def driver_alerts(topology: Topology, records: list[tuple[str, bytes, bytes, int]]

@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 
 from topology.spark import local_session
+from topology.spark.distributed import ROCKSDB_PROVIDER
+
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 
 
 @pytest.fixture(scope="session")
@@ -15,3 +18,15 @@ def spark() -> Iterator[Any]:
     session = local_session("topology-tests", spark_sql_shuffle_partitions="1")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def rocksdb_state(spark: Any) -> Iterator[Any]:
+    """The shared session with the RocksDB state store (transformWithState needs it)."""
+    before = spark.conf.get(PROVIDER, None)
+    spark.conf.set(PROVIDER, ROCKSDB_PROVIDER)
+    yield spark
+    if before is None:
+        spark.conf.unset(PROVIDER)
+    else:
+        spark.conf.set(PROVIDER, before)

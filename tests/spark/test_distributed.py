@@ -11,7 +11,6 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ from topology import (
     Consumed,
     Materialized,
     Serdes,
+    SessionWindows,
+    SlidingWindows,
     StreamsBuilder,
     TimeWindows,
     Topology,
@@ -80,6 +81,22 @@ def page_lists() -> Topology:
     return b.build()
 
 
+def page_sessions() -> Topology:
+    """Sessions (records exactly the gap apart share one) folded with a merger, then mapped."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+     .group_by_key()
+     .windowed_by(SessionWindows.of_inactivity_gap_and_grace(20, 15))
+     .aggregate(lambda: "", lambda user, page, pages: pages + page[-1],
+                lambda user, one, other: one + "|" + other)
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .map(lambda session, pages: (session.key, (session.window.start, session.window.end,
+                                                pages)))
+     .to("sessions"))
+    return b.build()
+
+
 def stateless_only() -> Topology:
     """No state at all: one mapInArrow per source and the sinks."""
     b = StreamsBuilder()
@@ -97,6 +114,13 @@ def click_rows(seed: int, n: int = 240) -> list[Row]:
     pages = ["/a", "/b", "/c", "/a+/b"]
     return [("clicks", rng.choice(users).encode(), rng.choice(pages).encode(), ts)
             for ts in sorted(rng.randrange(1_500) for _ in range(n))]
+
+
+def session_click_rows(seed: int) -> list[Row]:
+    """Clicks, and one more whose session the last click leaves 1 ms short of closing."""
+    rows = click_rows(seed)
+    boundary = rows[-1][3] - 35  # gap 20 + grace 15: open until stream time boundary + 36
+    return sorted([*rows, ("clicks", b"user-9", b"/a", boundary)], key=lambda r: r[3])
 
 
 def payment_rows(seed: int, n: int = 240) -> list[Row]:
@@ -144,7 +168,8 @@ def as_multiset(records: list[Any]) -> Counter[Any]:
     (final_counts, click_rows, ["counts"]),
     (page_lists, click_rows, ["pages"]),
     (stateless_only, click_rows, ["pages"]),
-], ids=["native-count", "aggregate-in-arrival-order", "stateless-only"])
+    (page_sessions, session_click_rows, ["sessions"]),
+], ids=["native-count", "aggregate-in-arrival-order", "stateless-only", "sessions"])
 def test_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path, topology: Any,
                                                     rows: Any, topics: list[str]) -> None:
     data = rows(seed=11)
@@ -232,18 +257,6 @@ def level_rows(seed: int, n: int = 300) -> list[Row]:
     return rows
 
 
-@pytest.fixture
-def rocksdb_state(spark: Any) -> Iterator[Any]:
-    """The shared session with the RocksDB state store (transformWithState needs it)."""
-    before = spark.conf.get(PROVIDER, None)
-    spark.conf.set(PROVIDER, ROCKSDB_PROVIDER)
-    yield spark
-    if before is None:
-        spark.conf.unset(PROVIDER)
-    else:
-        spark.conf.set(PROVIDER, before)
-
-
 def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
                                                     ) -> None:
     data = level_rows(seed=4)
@@ -304,8 +317,7 @@ def run_join(spark: Any, tmp_path: Path, topology: Topology,
     return list(out.read_records_to_list())
 
 
-@pytest.mark.parametrize(("left", "grace"), [(False, None), (True, 150)],
-                         ids=["join", "left-join-with-grace"])
+@pytest.mark.parametrize(("left", "grace"), [(True, 150)], ids=["left-join-with-grace"])
 def test_an_as_of_join_with_a_versioned_table_in_timestamp_order(
         rocksdb_state: Any, tmp_path: Path, left: bool, grace: int | None) -> None:
     rows = sorted(rate_rows(seed=7) + payment_rows(seed=8, n=120), key=lambda r: r[3])
@@ -316,6 +328,48 @@ def test_an_as_of_join_with_a_versioned_table_in_timestamp_order(
     if left:
         assert any(r.value[1] is None for r in expected)
     assert as_multiset(got) == as_multiset(expected)
+
+
+def converted_totals(window: TimeWindows) -> Topology:
+    """The as-of join, re-keyed by account, then final windowed totals, filtered and mapped;
+    a side branch of the joined records to its own topic."""
+    b = StreamsBuilder()
+    rates = b.table("rates", Consumed(key_serde=S, value_serde=Serdes.json()),
+                    Materialized.versioned("rates", 400))
+    converted = (b.stream("payments", Consumed(key_serde=S, value_serde=Serdes.json()))
+                 .map(lambda k, p: (p["currency"], (p["account"], p["amount"])))
+                 .join(rates, lambda p, rate: (p[0], round(p[1] * rate, 2))))
+    converted.filter(lambda currency, c: c[1] > 900).to("converted")
+    (converted
+     .group_by(lambda currency, c: c[0])
+     .windowed_by(window)
+     .reduce(lambda total, c: (c[0], round(total[1] + c[1], 2)))
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .filter(lambda w, total: total[1] > 400)
+     .map(lambda w, total: (w.key, (w.window.start, total[1])))
+     .to("totals"))
+    return b.build()
+
+
+@pytest.mark.parametrize("window", [TimeWindows.of_size_and_grace(300, 50).advance_by(100)],
+                         ids=["hopping"])
+def test_an_as_of_join_then_a_windowed_aggregation_in_timestamp_order(
+        rocksdb_state: Any, tmp_path: Path, window: TimeWindows) -> None:
+    """Two stateful steps chained in one query: the join's records feed Spark's window."""
+    rows = sorted(rate_rows(seed=2) + payment_rows(seed=12, n=150), key=lambda r: r[3])
+    parts = join_case(rows, 3)
+    write_parquet(tmp_path / "rates", [kafka_table(r) for r, _ in parts])
+    write_parquet(tmp_path / "payments", [kafka_table(p) for _, p in parts])
+    out = {"totals": sinks.memory(), "converted": sinks.memory()}
+    DistributedRunner(converted_totals(window),
+                      sources={"rates": stream_of(rocksdb_state, tmp_path / "rates"),
+                               "payments": stream_of(rocksdb_state, tmp_path / "payments")},
+                      sinks=out, checkpoint_dir=str(tmp_path / "chk")).run_available()
+    for topic in out:
+        expected = driver_records(converted_totals(window), rows, topic)
+        assert len(expected) > 5, topic
+        assert as_multiset(out[topic].read_records_to_list()) == as_multiset(expected), topic
 
 
 def test_table_updates_before_out_of_order_payments(rocksdb_state: Any, tmp_path: Path
@@ -415,6 +469,50 @@ def _two_joins() -> Topology:
     return b.build()
 
 
+def _final_counts(stream: Any) -> Any:
+    return (stream.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
+            .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream())
+
+
+def _window_beside_join() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    payments = b.stream("payments")
+    _final_counts(payments).to("out")
+    payments.join(rates, lambda p, r: p).to("out")
+    return b.build()
+
+
+def _window_fed_by_join_and_stream() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    payments = b.stream("payments")
+    _final_counts(payments.join(rates, lambda p, r: p).merge(b.stream("refunds"))).to("out")
+    return b.build()
+
+
+def _join_after_window() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    _final_counts(b.stream("payments")).join(rates, lambda p, r: p).to("out")
+    return b.build()
+
+
+def _time_limit_and_window() -> Topology:
+    b = StreamsBuilder()
+    (b.table("levels").suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .to_stream().to("out"))
+    _final_counts(b.stream("clicks")).to("out")
+    return b.build()
+
+
+def _final_windows(windows: Any) -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().windowed_by(windows).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
+    return b.build()
+
+
 def _every_update() -> Topology:
     b = StreamsBuilder()
     (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
@@ -449,9 +547,17 @@ def _two_aggregations() -> Topology:
     (_every_update, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
     (_bounded_final, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
     (_two_aggregations, "KSTREAM-AGGREGATE-0000000008", "one stateful aggregation"),
+    (_window_beside_join, "KSTREAM-JOIN-0000000009", "not before or beside it"),
+    (_window_fed_by_join_and_stream, "KSTREAM-AGGREGATE-0000000", "from elsewhere"),
+    (_join_after_window, "KSTREAM-JOIN-0000000008", "not before or beside it"),
+    (_time_limit_and_window, "KSTREAM-AGGREGATE-0000000", "one stateful aggregation"),
+    (lambda: _final_windows(SlidingWindows.of_time_difference_with_no_grace(10)),
+     "KSTREAM-AGGREGATE-0000000002", "sliding windows"),
 ], ids=["time-limit-on-windows", "join-without-history",
         "versioned-table-read-twice", "two-joins", "every-update",
-        "bounded-buffer", "two-aggregations"])
+        "bounded-buffer", "two-aggregations", "window-beside-join",
+        "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window",
+        "sliding-windows"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:
     with pytest.raises(UnsupportedTopologyError) as refused:

@@ -6,23 +6,25 @@
   output topic (``filter``, ``map``, ``map_values``, ``flat_map``, ``flat_map_values``,
   ``select_key``, ``peek``, ``merge``, repartitions). They run on the executors in
   ``mapInArrow``, the user's functions called by the library's own processors.
-- **window**: one time-windowed ``count``/``reduce``/``aggregate`` whose only child is
-  ``suppress(until_window_closes(...))`` with an unbounded (or spilling) buffer, followed by
-  ``to_stream()``. It becomes Spark's ``withWatermark`` + ``groupBy(window(...))``
-  aggregation in append mode.
+- **window**: one time-windowed or session-windowed ``count``/``reduce``/``aggregate`` whose
+  only child is ``suppress(until_window_closes(...))`` with an unbounded (or spilling)
+  buffer, followed by ``to_stream()``. It becomes Spark's ``withWatermark`` +
+  ``groupBy(window(...))`` (sessions: ``session_window(...)``) aggregation in append mode.
 - or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
   followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
   :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
 - or **join**: a stream's ``join``/``left_join`` (with or without ``grace``) with a versioned
   table source that nothing else reads: both run in one ``transformWithStateInPandas``
-  (:mod:`topology.spark._join`); the join node heads the post chain there;
-- **post**: the stateless stream nodes after that ``to_stream()`` (or join), up to output
-  topics.
+  (:mod:`topology.spark._join`), and so does the **joined** chain, the join node and the
+  stateless stream nodes after it, up to output topics or a **window** (above) that only
+  the join feeds: the aggregation then runs on the joined records;
+- **post**: the stateless stream nodes after the window's or the limit's ``to_stream()``, up
+  to output topics.
 
 Everything else (other tables, joins with tables without history, unsuppressed windowed
-aggregations, bounded buffers of final results, user processors, session or sliding windows,
-a second stateful node) is refused with a :class:`UnsupportedTopologyError` naming the node,
-before any Spark query is defined.
+aggregations, bounded buffers of final results, user processors, sliding windows,
+any other second stateful node) is refused with a :class:`UnsupportedTopologyError` naming
+the node, before any Spark query is defined.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ..runtime.processors.aggregate import (
     count_initializer,
 )
 from ..runtime.processors.join import StreamTableJoinProcessor
+from ..runtime.processors.session import SessionWindowAggregateProcessor
 from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
@@ -57,10 +60,13 @@ STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesPr
              sp.PeekProcessor)
 """Processors that keep no state: run record by record on the executors."""
 
+WINDOWED = (WindowedAggregateProcessor, SessionWindowAggregateProcessor)
+"""The windowed aggregations the runner compiles (time windows, sessions)."""
+
 AGGREGATION = -1
 """The route of records that reach the stateful node: the windowed aggregation or the
-time-limited table, or the stream side of the as-of join (others: the output topic's
-index)."""
+time-limited table, or the stream side of the as-of join; in the joined chain, the windowed
+aggregation after the join (others: the output topic's index)."""
 
 TABLE_UPDATE = -2
 """The route of records that reach the versioned table source of the as-of join."""
@@ -91,7 +97,7 @@ class ChainSpec:
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """The windowed aggregation: window sizes, and how values are folded."""
+    """The windowed aggregation: window sizes (or the session gap), how values are folded."""
 
     name: str
     size_ms: int
@@ -103,6 +109,11 @@ class WindowSpec:
     aggregator: Callable[[Any, Any, Any], Any]
     key_serializer: Callable[[Any], bytes | None]
     """The aggregation's key bytes (its store's): records are grouped by them, as in a task."""
+    gap_ms: int | None = None
+    """Session windows: the inactivity gap (``size_ms`` and ``advance_ms`` are then 0);
+    ``None`` for time windows."""
+    merger: Callable[[Any, Any, Any], Any] | None = None
+    """Session windows: ``merger(key, agg1, agg2)``, as the session aggregate calls it."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +134,7 @@ class TimeLimitSpec:
 class JoinSpec:
     """A stream's as-of join with a versioned table: run in a batched processor.
 
-    The join node itself is the root of the post chain (built on the executor); the table
+    The join node itself is the root of the joined chain (built on the executor); the table
     source and its store are built from the topology's own factories.
     """
 
@@ -150,7 +161,11 @@ class Plan:
     window: WindowSpec | None
     limit: TimeLimitSpec | None
     join: JoinSpec | None
+    joined: ChainSpec | None
+    """The join and the stateless nodes after it, up to output topics or the windowed
+    aggregation (route :data:`AGGREGATION`), run in the join's processor."""
     post: ChainSpec
+    """The stateless nodes after the windowed aggregation's or time limit's to_stream()."""
     topics: tuple[str, ...]
     """The output topics, indexed by route."""
     direct_window_topic: str | None
@@ -170,6 +185,7 @@ def _what(node: GraphNode, processor: Any) -> str:
         "SuppressNodeProcessor": "a suppression",
         "ToStreamProcessor": "to_stream()",
         "WindowedAggregateProcessor": "a windowed aggregation",
+        "SessionWindowAggregateProcessor": "a session-windowed aggregation",
     }
     name = type(processor).__name__
     return f"{node.name} ({kinds.get(name, name)})"
@@ -178,15 +194,16 @@ def _what(node: GraphNode, processor: Any) -> str:
 def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyError:
     return UnsupportedTopologyError(
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
-        f"stateless stream steps, one time-windowed count/reduce/aggregate with "
+        f"stateless stream steps, one time- or session-windowed count/reduce/aggregate with "
         f"suppress(until_window_closes(unbounded)) + to_stream(), one table with "
         f"suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
-        f"left_join with a versioned table source that nothing else reads; "
+        f"left_join with a versioned table source that nothing else reads, optionally "
+        f"followed by such a windowed aggregation; "
         f"ForeachBatchRunner runs every topology")
 
 
 def compile_topology(topology: Topology) -> Plan:
-    """Sort ``topology``'s nodes into pre, window and post parts.
+    """Sort ``topology``'s nodes into the pre, window, limit, join, joined and post parts.
 
     :raises UnsupportedTopologyError: naming the first node that cannot run distributed.
     """
@@ -203,23 +220,33 @@ def compile_topology(topology: Topology) -> Plan:
         return list(node.children)
 
     stateful: GraphNode | None = None
-    """The one stateful node: the windowed aggregation, or the table source of a time limit."""
-    window_proc: WindowedAggregateProcessor | None = None
+    """The first stateful node: the windowed aggregation, the table source of a time limit,
+    or the join (a windowed aggregation may follow the join)."""
+    window_node: GraphNode | None = None
+    window_proc: WindowedAggregateProcessor | SessionWindowAggregateProcessor | None = None
     limit: TimeLimitSpec | None = None
     join: JoinSpec | None = None
     join_node: GraphNode | None = None
     exits: dict[str, int] = {}
     """Stateful node name -> the route by which the pre chain's records reach it."""
     to_streams: list[GraphNode] = []
+    """The roots of the post chain: the to_stream() after the last stateful node."""
     for node in topology.nodes:
         proc = procs[node.name]
-        if isinstance(proc, WindowedAggregateProcessor | StreamTableJoinProcessor) or (
+        if isinstance(proc, (*WINDOWED, StreamTableJoinProcessor)) or (
                 isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
-            if stateful is not None:
+            if stateful is not None and not (
+                    join_node is not None and window_node is None
+                    and isinstance(proc, WINDOWED)) and not (
+                    window_node is not None and join_node is None and limit is None
+                    and isinstance(proc, StreamTableJoinProcessor)):
                 raise _refuse(node, proc, f"the runner compiles one stateful aggregation or "
-                                          f"join per topology, and {stateful.name} is another")
-        if isinstance(proc, WindowedAggregateProcessor):
-            stateful, window_proc = node, proc
+                                          f"join per topology, or an as-of join followed by "
+                                          f"a windowed aggregation, and "
+                                          f"{(window_node or stateful).name} is another")
+        if isinstance(proc, WINDOWED):
+            stateful = stateful or node
+            window_node, window_proc = node, proc
             _check_window(node, proc, procs)
             to_streams = [g for c in node.children for g in c.children]
         elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
@@ -234,16 +261,36 @@ def compile_topology(topology: Topology) -> Plan:
             table = _check_join(node, proc, procs, topology)
             store = next(s for s in topology.stores if s.name == node.stores[0])
             key_ser = store.factory()._key_serializer
-            stateful, join_node = node, node
+            stateful = stateful or node
+            join_node = node
             join = JoinSpec(node.name, table.name, table.factory, store.name, store.factory,
                             key_ser, proc._grace)
             exits = {node.name: AGGREGATION, table.name: TABLE_UPDATE}
-            to_streams = [node]
-    window_node = stateful if window_proc is not None else None
     if stateful is not None and not exits:
         exits = {stateful.name: AGGREGATION}
+    if join_node is not None and window_node is not None and \
+            window_node.name not in _downstream(join_node, children):
+        raise _refuse(join_node, procs[join_node.name], f"the runner compiles a windowed "
+                      f"aggregation after an as-of join, not before or beside it, and "
+                      f"{window_node.name} is not fed by this join")
 
-    def chain(roots: dict[str, list[GraphNode]], part: str) -> ChainSpec:
+    def refused(node: GraphNode, part: str) -> UnsupportedTopologyError:
+        proc = procs[node.name]
+        if part == "pre" and node is window_node:
+            return _refuse(node, proc, f"its records come from the as-of join "
+                                       f"{join_node.name if join_node else ''} and from "
+                                       f"elsewhere: a windowed aggregation after a join is "
+                                       f"compiled only when all its records pass the join")
+        if isinstance(proc, WINDOWED):
+            return _refuse(node, proc, "only one windowed aggregation is compiled")
+        return _refuse(node, proc, _reason(proc))
+
+    def chain(roots: dict[str, list[GraphNode]], part: str, heads: tuple[GraphNode, ...],
+              exits: dict[str, int]) -> ChainSpec:
+        """The stateless chain from ``roots``, records for ``exits`` leaving by their routes.
+
+        ``heads`` may be stateful: the to_stream() nodes or the join heading the chain.
+        """
         index: dict[str, int] = {}
         order: list[GraphNode] = []
         stack = [n for ns in roots.values() for n in ns]
@@ -255,14 +302,10 @@ def compile_topology(topology: Topology) -> Plan:
             if node.kind == "sink" and node.topics[0] not in internal:
                 continue
             if node.kind not in ("source", "sink") and not isinstance(proc, STATELESS) and \
-                    not (part == "post" and isinstance(proc, ToStreamProcessor)
-                         and node in to_streams) and \
-                    not (part == "post" and node is join_node):
+                    node not in heads:
                 if node.name in exits:
                     continue
-                if isinstance(proc, WindowedAggregateProcessor):
-                    raise _refuse(node, proc, "only one windowed aggregation is compiled")
-                raise _refuse(node, proc, _reason(proc))
+                raise refused(node, part)
             index[node.name] = len(order)
             order.append(node)
             stack.extend(children(node))
@@ -273,9 +316,6 @@ def compile_topology(topology: Topology) -> Plan:
                 if child.kind == "sink" and child.topics[0] not in internal:
                     kids.append(("out", topics.index(child.topics[0]), child.name))
                 elif child.name in exits:
-                    if part == "post":
-                        raise _refuse(child, procs[child.name], "its input comes from "
-                                      "another windowed aggregation")
                     kids.append(("out", exits[child.name], child.name))
                 else:
                     kids.append(index[child.name])
@@ -302,9 +342,26 @@ def compile_topology(topology: Topology) -> Plan:
         if parent.kind == "source" and not set(parent.topics) & internal and \
                 len(parent.topics) == 1 and parent.children == [window_node]:
             direct = parent.topics[0]
-    pre = chain(roots, "pre")
-    post = chain({"": to_streams}, "post") if to_streams else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, limit, join, post, topics, direct)
+    pre = chain(roots, "pre", (), exits)
+    joined = None if join_node is None else chain(
+        {"": [join_node]}, "joined", (join_node,),
+        {} if window_node is None else {window_node.name: AGGREGATION})
+    post = chain({"": to_streams}, "post", tuple(to_streams), {}) if to_streams \
+        else ChainSpec((), {}, topics)
+    return Plan(sources, pre, window, limit, join, joined, post, topics, direct)
+
+
+def _downstream(node: GraphNode, children: Callable[[GraphNode], list[GraphNode]]
+                ) -> set[str]:
+    """The names of the nodes ``node``'s records can reach."""
+    seen: set[str] = set()
+    stack = children(node)
+    while stack:
+        child = stack.pop()
+        if child.name not in seen:
+            seen.add(child.name)
+            stack.extend(children(child))
+    return seen
 
 
 def _reason(proc: Any) -> str:
@@ -314,6 +371,9 @@ def _reason(proc: Any) -> str:
         return "tables keep per-key state that Spark's executors have no operator for here"
     if name == "StreamTableJoinProcessor":
         return "only one stream-table join is compiled"
+    if name == "SlidingWindowAggregateProcessor":
+        return ("sliding windows (a window per record, both ends inclusive) have no Spark "
+                "operator: Spark's window() starts windows at fixed multiples of the slide")
     if name == "UserProcessorAdapter":
         return "a user processor's stores and punctuations have no Spark equivalent"
     if name == "StreamAggregateProcessor":
@@ -327,7 +387,8 @@ def _reason(proc: Any) -> str:
     return "it has no compiled form"
 
 
-def _check_window(node: GraphNode, proc: WindowedAggregateProcessor,
+def _check_window(node: GraphNode, proc: WindowedAggregateProcessor
+                  | SessionWindowAggregateProcessor,
                   procs: dict[str, Any]) -> None:
     """The aggregation's one child must be final-results suppression, then to_stream()."""
     if len(node.children) != 1 or not isinstance(procs[node.children[0].name],
@@ -396,15 +457,17 @@ def _check_join(node: GraphNode, proc: StreamTableJoinProcessor, procs: dict[str
     return table
 
 
-def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor,
-                 topology: Topology) -> WindowSpec:
-    windows = proc._windows
+def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor
+                 | SessionWindowAggregateProcessor, topology: Topology) -> WindowSpec:
     store = next(s for s in topology.stores if s.name == proc._store_name).factory()
     key_ser: Callable[[Any], bytes | None] = getattr(store, "_key_bytes", serializer_of(None))
     count = proc._initializer is count_initializer and proc._aggregator is count_adder
+    if isinstance(proc, SessionWindowAggregateProcessor):
+        return WindowSpec(node.name, 0, 0, proc._grace, count, proc._initializer,
+                          proc._aggregator, key_ser, proc._gap, proc._merger)
+    windows = proc._windows
     return WindowSpec(node.name, windows.size_ms, windows.advance_ms, windows.grace_ms, count,
                       proc._initializer, proc._aggregator, key_ser)
-
 
 
 def groups_by_bytes(serde: Serde[Any] | None) -> bool:

@@ -10,8 +10,12 @@ Inside a call the library's own parts do the work, as in a task: the topology's 
 table source writes each update into the topology's own in-memory versioned store (history
 retention and rejected writes are the store's), and the topology's join processor looks each
 stream record up in it as of the record's timestamp (with its grace buffer, if any), then the
-post chain runs on the joined records. A call processes its records by timestamp, then table
-updates before stream records, then arrival; a task processes them in arrival order.
+joined chain (the stateless steps after the join) runs on the joined records, up to output
+topics or a windowed aggregation after the join, which Spark runs on this processor's output.
+A call processes its records by timestamp, then table updates before stream records, then
+arrival; a task processes them in arrival order. A record leaving for the aggregation carries
+the position of the stream record it came from, so that the aggregation folds values in
+arrival order, across buckets.
 
 The state is the store's visible history, per key (:meth:`history` with deletes), restored
 by replaying it in timestamp order (the store's :meth:`restore`), and the join's grace buffer
@@ -23,7 +27,7 @@ uses one bucket, which keeps that time (and so which records are still held) the
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -67,11 +71,17 @@ def _no_keyspace(name: str) -> Any:
 
 
 class AsOfJoinProcessor(StatefulProcessor):
-    """The as-of join of one bucket of keys; emits the post chain's records as a frame."""
+    """The as-of join of one bucket of keys; emits the joined chain's records as a frame.
 
-    def __init__(self, spec: JoinSpec, post: ChainSpec) -> None:
+    ``key_bytes`` (the windowed aggregation's key serializer, when one follows the join)
+    gives the ``kb`` of the records routed on to it.
+    """
+
+    def __init__(self, spec: JoinSpec, joined: ChainSpec,
+                 key_bytes: Callable[[Any], bytes | None] | None = None) -> None:
         self._spec = spec
-        self._post = post
+        self._joined = joined
+        self._key_bytes = key_bytes
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         """Open the bucket's state: table history and grace buffer."""
@@ -89,7 +99,7 @@ class AsOfJoinProcessor(StatefulProcessor):
         table.name = spec.table
         table.init(host)  # type: ignore[arg-type]
         table.connect([])
-        chain = Chain(self._post)
+        chain = Chain(self._joined)
         join = chain.roots("")[0]
         join.init(host)  # type: ignore[arg-type]
         known: set[Any] = set()
@@ -102,8 +112,12 @@ class AsOfJoinProcessor(StatefulProcessor):
             join.restore(buffered, _no_keyspace)
         update, stream = table.record_entry(), join.record_entry()
         loads = pickle.loads
-        for route, k, v, ts, h in zip(data["route"].tolist(), data["k"], data["v"],
-                                      data["ts"].tolist(), data["h"], strict=True):
+        out = chain.out
+        seqs: list[int] = []
+        index: list[int] = []
+        for route, k, v, ts, h, seq in zip(data["route"].tolist(), data["k"], data["v"],
+                                           data["ts"].tolist(), data["h"],
+                                           data["seq"].tolist(), strict=True):
             record_key = loads(k)
             ctx = RecordContext(ts, -1, "", 0, () if h is None else loads(h))
             if route == TABLE_UPDATE:
@@ -111,9 +125,12 @@ class AsOfJoinProcessor(StatefulProcessor):
                 if record_key is not None:
                     known.add(record_key)
             else:
+                before = len(out)
                 stream(record_key, loads(v), ctx)
+                seqs += [seq] * (len(out) - before)
+                index += range(len(out) - before)
         self._save(store, known, join)
-        batch, _ = frame(chain.take(), None, 0)
+        batch, _ = frame(chain.take(), self._key_bytes, 0, positions=(seqs, index))
         yield batch.to_pandas()
 
     def _save(self, store: Any, known: set[Any], join: InternalProcessor) -> None:

@@ -38,7 +38,10 @@ FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary())
 """The record frame: the Arrow layout of records between the runner's operators.
 
 ``st`` is, for a record reaching the stateful node, the largest timestamp of the records
-that reached it before in the same partition of the micro-batch (-1 for none)."""
+that reached it before in the same partition of the micro-batch (-1 for none). For a record
+the as-of join sends on to a windowed aggregation, ``seq`` is the position of the stream
+record it joined and ``st`` its index among the records that one gave, so that the
+aggregation folds them in the order the stream records arrived."""
 
 Out = tuple[int, Any, Any, int, tuple[tuple[str, bytes | None], ...]]
 """A record leaving a chain: ``(route, key, value, timestamp, headers)``."""
@@ -121,12 +124,15 @@ class Chain:
 
 
 def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
-          first_seq: int, seen: int = -1) -> tuple[pa.RecordBatch, int]:
+          first_seq: int, seen: int = -1,
+          positions: tuple[list[int], list[int]] | None = None
+          ) -> tuple[pa.RecordBatch, int]:
     """Records as a record-frame batch, and the largest stateful-input timestamp seen.
 
     ``kb`` (by ``key_bytes``) and ``st`` are for the records routed to a stateful node
     (a negative route);
-    ``seen``: the largest timestamp routed there before these records.
+    ``seen``: the largest timestamp routed there before these records. ``positions``, given,
+    are the ``seq`` and ``st`` columns instead (the join's records: see :data:`FRAME`).
     """
     kb: list[bytes | None] = []
     st: list[int] = []
@@ -139,6 +145,9 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         st.append(seen)
         if ts > seen:
             seen = ts
+    seq: Any = range(first_seq, first_seq + len(records))
+    if positions is not None:
+        seq, st = positions
     batch = pa.RecordBatch.from_arrays([
         pa.array([r[0] for r in records], pa.int32()),
         pa.array([_dumps(r[1]) for r in records], pa.binary()),
@@ -146,7 +155,7 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         pa.array([r[3] for r in records], pa.int64()),
         pa.array([_dumps(r[4]) if r[4] else None for r in records], pa.binary()),
         pa.array(kb, pa.binary()),
-        pa.array(range(first_seq, first_seq + len(records)), pa.int64()),
+        pa.array(seq, pa.int64()),
         pa.array(st, pa.int64()),
     ], schema=FRAME)
     return batch, seen
@@ -182,11 +191,11 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
     """The final results in Spark's aggregated rows, run through the post chain.
 
     ``table`` has ``start``, ``end``, ``ts`` (ms), ``k``, ``h`` and ``n`` (a count) or
-    ``vals`` (a list of ``(bt, seq, v)``: each value with its batch time and position, so
-    values fold in arrival order). ``key_mode``: ``"pickle"`` (the record frame's ``k``),
-    ``("serde", serde, topic)`` (a binary key column read by the source's serde) or
-    ``"plain"`` (a column of another type). Windows come out by (end, key bytes), as a
-    task emits windows closing together.
+    ``vals`` (a list of ``(bt, seq, st, v)``: each value with its batch time and position,
+    so values fold in arrival order; see :data:`FRAME`). ``key_mode``: ``"pickle"`` (the
+    record frame's ``k``), ``("serde", serde, topic)`` (a binary key column read by the
+    source's serde) or ``"plain"`` (a column of another type). Windows come out by (end, key
+    bytes), as a task emits windows closing together.
     """
     n = table.num_rows
     if n == 0:
@@ -208,16 +217,16 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
     else:
         values = [_fold(key, vals, window) for key, vals in
                   zip(keys, table.column("vals").to_pylist(), strict=True)]
-    windows: dict[int, Window] = {}
+    windows: dict[tuple[int, int], Window] = {}
     exits = post.exits
     out: list[Out] = []
     for i in range(n):
         value = values[i]
         if value is None:
             continue  # the aggregate was deleted: final results drop tombstones
-        win = windows.get(starts[i])
+        win = windows.get((starts[i], ends[i]))
         if win is None:
-            win = windows[starts[i]] = Window(starts[i], ends[i])
+            win = windows[starts[i], ends[i]] = Window(starts[i], ends[i])
         if exits is None:
             ctx = RecordContext(times[i], -1, "", 0, headers[i])
             post.feed_change(Windowed(keys[i], win), value, ctx)
@@ -229,14 +238,21 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
 
 
 def _fold(key: Any, vals: list[dict[str, Any]], window: WindowSpec) -> Any:
-    """Fold a window's values in arrival order, as the windowed aggregate does."""
-    vals.sort(key=lambda v: (v["bt"], v["seq"]))
-    initializer, aggregator = window.initializer, window.aggregator
+    """Fold a window's values in arrival order, as the windowed aggregate does.
+
+    A session's aggregate calls, for each record after the first, the merger on a fresh
+    ``initializer()`` and the session's aggregate (the session it extends) before the
+    aggregator: the same calls here.
+    """
+    vals.sort(key=lambda v: (v["bt"], v["seq"], v["st"]))
+    initializer, aggregator, merger = window.initializer, window.aggregator, window.merger
     agg: Any = None
     for item in vals:
         value = _loads(item["v"])
-        if agg is None:
+        if agg is None:  # the first value, or the aggregate was deleted: start afresh
             agg = value if initializer is None else aggregator(key, value, initializer())
+        elif merger is not None and initializer is not None:
+            agg = aggregator(key, value, merger(key, initializer(), agg))
         else:
             agg = aggregator(key, value, agg)
     return agg

@@ -11,7 +11,8 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   checkpointed state store and emits each one once its end is at or below the watermark. A
   ``count()`` is Spark's own ``count``; ``reduce``/``aggregate`` collect each window's values
   (with their arrival position) in Spark's state and fold them with the user's functions,
-  in arrival order, when the window closes;
+  in arrival order, when the window closes; session windows the same way with
+  ``session_window(ts, gap)``;
 - a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
@@ -19,7 +20,9 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
 - a stream's ``join``/``left_join`` with a versioned table source runs the same way: table
   updates and stream records in one ``transformWithStateInPandas``, grouped by a hash
   bucket of the key, each bucket's table history one state value, the lookup done by the
-  library's own versioned store and join processor (:mod:`topology.spark._join`);
+  library's own versioned store and join processor (:mod:`topology.spark._join`), and the
+  stateless steps after the join with them; a windowed aggregation after the join (the
+  two stateful steps in one query) runs as above on the records the join sends on;
 - what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
   output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`).
 
@@ -40,7 +43,7 @@ import pyarrow as pa
 
 from ..testing.topics import TestRecord
 from ..topology import Topology
-from ._compile import AGGREGATION, Plan, compile_topology, groups_by_bytes
+from ._compile import AGGREGATION, ChainSpec, Plan, compile_topology, groups_by_bytes
 from ._stages import FRAME, Chain, pre_stage, records_of_frame, window_records
 from .columns import BatchPlan, Columns, plan
 from .sinks import Sink, checked_sinks, deliver
@@ -130,7 +133,7 @@ class DistributedRunner:
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
-        stateful = self._plan.window or self._plan.limit or self._plan.join
+        stateful = self._plan.join or self._plan.window or self._plan.limit
         key_bytes = None if stateful is None else stateful.key_serializer
         frames = []
         for topic, df in self._sources.items():
@@ -180,16 +183,27 @@ class DistributedRunner:
                     .withColumn("bt", F.current_timestamp()))
             key_mode = "pickle"
             aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts"),
-                    F.max_by("h", F.struct("bt", "seq")).alias("h")]
+                    F.max_by("h", F.struct("bt", "seq", "st")).alias("h")]
             if window.count:
                 aggs.append(F.count(F.lit(1)).alias("n"))
             else:
-                aggs.append(F.collect_list(F.struct("bt", "seq", "v")).alias("vals"))
-        grouped = (rows.withWatermark("et", f"{window.grace_ms} milliseconds")
-                   .groupBy(F.window("et", f"{window.size_ms} milliseconds",
-                                     f"{window.advance_ms} milliseconds"), "kb"))
+                aggs.append(F.collect_list(F.struct("bt", "seq", "st", "v")).alias("vals"))
+        if window.gap_ms is None:
+            spark_window = F.window("et", f"{window.size_ms} milliseconds",
+                                    f"{window.advance_ms} milliseconds")
+            end = F.unix_millis("window.end")
+            delay = window.grace_ms
+        else:
+            # Spark's session ends at the last record + gap (records exactly the gap apart
+            # share it, as in Kafka); Kafka's inclusive end is the last record, which closes
+            # 1 ms after Spark's end would: the watermark's delay is 1 ms longer
+            spark_window = F.session_window("et", f"{window.gap_ms} milliseconds")
+            end = F.unix_millis("window.end") - window.gap_ms
+            delay = window.grace_ms + 1
+        grouped = (rows.withWatermark("et", f"{delay} milliseconds")
+                   .groupBy(spark_window.alias("window"), "kb"))
         out = grouped.agg(*aggs).select(F.unix_millis("window.start").alias("start"),
-                                        F.unix_millis("window.end").alias("end"), "*")
+                                        end.alias("end"), "*")
         out = out.drop("window")
         if native:
             out = out.withColumn("k", F.col("kb"))
@@ -238,26 +252,34 @@ class DistributedRunner:
                 .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"),
                                                         F.lit(buckets(join))), F.lit(0))))
         schema = StructType.fromJson(_spark_schema(FRAME))
+        window = self._plan.window
+        joined = self._plan.joined
+        assert joined is not None
         return rows.groupBy("bucket").transformWithStateInPandas(
-            AsOfJoinProcessor(join, self._plan.post), schema, "Append", "None")
+            AsOfJoinProcessor(join, joined, None if window is None else window.key_serializer),
+            schema, "Append", "None")
 
     def _query_frame(self) -> tuple[Any, str, Any]:
         """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
         frames = self._frames()
         plan_ = self._plan
         direct_outputs = [f.where(f.route >= 0) for f in frames] \
-            if any(route >= 0 for route in _routes(plan_)) else []
-        if plan_.window is None and plan_.limit is None and plan_.join is None:
+            if any(route >= 0 for route in _routes(plan_.pre)) else []
+        if plan_.join is not None:
+            joined = self._joined(frames)
+            if plan_.window is None:
+                direct_outputs.insert(0, joined)
+            else:  # the aggregation runs on the joined records
+                frames = [joined]
+                if plan_.joined is not None and any(r >= 0 for r in _routes(plan_.joined)):
+                    direct_outputs.append(joined.where(joined.route >= 0))
+        elif plan_.limit is not None:
+            direct_outputs.insert(0, self._time_limited(frames))
+        if plan_.window is None:
             if not direct_outputs:
                 raise ValueError("the topology writes no output topic: nothing to run")
             union = direct_outputs[0]
             for other in direct_outputs[1:]:
-                union = union.unionByName(other)
-            return union, "records", None
-        if plan_.limit is not None or plan_.join is not None:
-            union = (self._time_limited(frames) if plan_.join is None
-                     else self._joined(frames))
-            for other in direct_outputs:
                 union = union.unionByName(other)
             return union, "records", None
         aggregated, key_mode = self._aggregated(frames)
@@ -354,9 +376,9 @@ class DistributedRunner:
                 f"sinks={sorted(self._sinks)}, checkpoint_dir={self.checkpoint_dir!r})")
 
 
-def _routes(plan: Plan) -> set[int]:
-    """The routes the pre chain sends records to."""
-    return {kid[1] for _, _, kids in plan.pre.nodes for kid in kids if isinstance(kid, tuple)}
+def _routes(chain: ChainSpec) -> set[int]:
+    """The routes a chain sends records to."""
+    return {kid[1] for _, _, kids in chain.nodes for kid in kids if isinstance(kid, tuple)}
 
 
 def _has_stateless(plan: Plan) -> bool:

@@ -29,7 +29,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from ..serde import Serde, fallback_key_bytes, fallback_value_bytes, serializer_of
-from ..testing.topics import TestOutputTopic, TestRecord
+from ..testing.topics import ReadBackChecks, TestOutputTopic, TestRecord, read_back_checks
 from ..topology import Topology
 from ..windows import Windowed
 
@@ -84,6 +84,10 @@ class MemorySink(_RunnerSink, TestOutputTopic):
 
     def _queue(self) -> deque[tuple[Any, ...]] | None:
         return self._held
+
+    def _written_checks(self) -> ReadBackChecks | None:
+        """:func:`read_back_checks` of the ``Produced`` serdes the records were written with."""
+        return read_back_checks([self._produced], self._key_serde, self._value_serde)
 
     def _bind(self, topic: str, produced: ProducedSerdes | None) -> None:
         if produced is None and not self._plain:

@@ -26,7 +26,6 @@ from ..runtime.task import (
 from ..serde import (
     Serde,
     deserialize_from_topic,
-    reads_back_as_written,
     round_trip_keeps_of,
     round_trip_of,
     serializer_of,
@@ -35,7 +34,7 @@ from ..topology import Topology
 from .clock import MockClock
 from .output_log import KEYSPACE as OUTPUT_KEYSPACE
 from .output_log import META_KEY, OutputLog
-from .topics import TestInputTopic, TestOutputTopic, holder
+from .topics import ReadBackChecks, TestInputTopic, TestOutputTopic, holder, read_back_checks
 
 __all__ = ("SuppressionBuffer", "TopologyTestDriver")
 
@@ -228,29 +227,14 @@ class TopologyTestDriver:
         self._task.process(topic, key, value, timestamp, headers)
 
     def _read_back_checks(self, topic: str, key_serde: Serde[Any] | None,
-                          value_serde: Serde[Any] | None
-                          ) -> tuple[Callable[[list[Any]], bool] | None,
-                                     Callable[[list[Any]], bool] | None] | None:
-        """How ``topic``'s written keys and values can be read without their bytes.
+                          value_serde: Serde[Any] | None) -> ReadBackChecks | None:
+        """:func:`~topology.testing.topics.read_back_checks` of the sinks writing ``topic``.
 
-        For each part, ``None`` if the reader takes the object as written (no serde), else
-        the check of :func:`~topology.serde.reads_back_as_written` that every sink writing
-        the topic shares with the reader. ``None`` if some part must be read from its bytes,
-        or the driver is durable (its topics may hold what a former topology wrote).
+        ``None`` for a durable driver: its topics may hold what a former topology wrote.
         """
-        sinks = self._task.sink_serdes(topic)
-        if self._durable or not sinks:
+        if self._durable:
             return None
-        checks: list[Callable[[list[Any]], bool] | None] = []
-        for part, reader in ((0, key_serde), (1, value_serde)):
-            if reader is None:
-                checks.append(None)
-                continue
-            found = {reads_back_as_written(serdes[part], reader) for serdes in sinks}
-            if None in found or len(found) != 1:
-                return None
-            checks.append(found.pop())
-        return checks[0], checks[1]
+        return read_back_checks(self._task.sink_serdes(topic), key_serde, value_serde)
 
     def _pipe_batch(self, topic: str, records: Any, other: Callable[[Any], None],
                     key_topic_serde: Serde[Any] | None = None,

@@ -17,6 +17,7 @@ from ..serde import (
     deserialize_from_topic,
     deserialize_produced,
     many_deserializer_of,
+    reads_back_as_written,
 )
 from ..windows import Window, Windowed
 
@@ -55,6 +56,33 @@ def holder(queue_append: Callable[[], Callable[[Any], None]]) -> Callable[..., N
         append((key, value, ctx[0], ctx[4], key_bytes, value_bytes))
 
     return hold
+
+
+ReadBackChecks = tuple[Callable[[list[Any]], bool] | None, Callable[[list[Any]], bool] | None]
+"""For the key and the value of a topic's records: ``None`` where the reader takes the
+object as written (no serde), else a check of :func:`~topology.serde.reads_back_as_written`."""
+
+
+def read_back_checks(writers: list[tuple[Any, Any]], key_serde: Serde[Any] | None,
+                     value_serde: Serde[Any] | None) -> ReadBackChecks | None:
+    """How records that ``writers`` wrote can be read through the serdes without their bytes.
+
+    ``writers``: the ``(key serde, value serde)`` of each sink that wrote them. ``None`` if
+    some part must be read from its bytes: no writers, or a writer and the reader that do
+    not share a check.
+    """
+    if not writers:
+        return None
+    checks: list[Callable[[list[Any]], bool] | None] = []
+    for part, reader in ((0, key_serde), (1, value_serde)):
+        if reader is None:
+            checks.append(None)
+            continue
+        found = {reads_back_as_written(serdes[part], reader) for serdes in writers}
+        if None in found or len(found) != 1:
+            return None
+        checks.append(found.pop())
+    return checks[0], checks[1]
 
 
 def _windowed(key: Any, start: int, end: int) -> Windowed:
@@ -346,7 +374,7 @@ class TestOutputTopic:
         says the written keys and values do; ``None`` otherwise. Not for a durable driver,
         whose topics may hold records a former topology wrote.
         """
-        checks = self._driver._read_back_checks(self.name, self._key_serde, self._value_serde)
+        checks = self._written_checks()
         if checks is None:
             return None
         records = _plain_records(items)
@@ -356,6 +384,10 @@ class TestOutputTopic:
         if value_check is not None and not value_check([r.value for r in records]):
             return None
         return records
+
+    def _written_checks(self) -> ReadBackChecks | None:
+        """:func:`read_back_checks` of the sinks that write this topic (``None``: read bytes)."""
+        return self._driver._read_back_checks(self.name, self._key_serde, self._value_serde)
 
     def _read_all(self, items: list[tuple[Any, ...]]) -> list[TestRecord] | None:
         """:meth:`_convert` of every item, each part read by its serde at once.

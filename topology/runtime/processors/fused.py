@@ -245,31 +245,33 @@ class FusedFinalResults:
                     out_ts = entry[_TS]
                     if ts > out_ts:
                         out_ts = ts
+                    if new is None:
+                        store.put_with_timestamp(key, None, start, out_ts)  # a delete
                     if track:  # _tracked of an update, inline: the same calls, in order
-                        if new is None:
-                            store.put_with_timestamp(key, None, start, out_ts)  # a delete
-                        else:
-                            last_bucket[key] = (new, out_ts)  # before serializing, as apart
-                        prior_bytes = entry[_PRIOR_BYTES]
-                        new_bytes: bytes | None
-                        old_bytes = (entry[_VALUE_BYTES] if old is entry[_VALUE]
-                                     else value_bytes(old))
-                        if long_pack is not None and type(new) is int \
-                                and LONG_MIN <= new <= LONG_MAX:  # as Serdes.long() writes it
-                            new_bytes = long_pack(new)
-                        elif pure_value_ser is None or new is None:
-                            new_bytes = value_bytes(new)
-                        else:
-                            try:
-                                new_bytes = pure_value_ser(new)
-                            except Exception:  # noqa: BLE001 - raised again at the node
+                        try:
+                            prior_bytes = entry[_PRIOR_BYTES]
+                            new_bytes: bytes | None
+                            old_bytes = (entry[_VALUE_BYTES] if old is entry[_VALUE]
+                                         else value_bytes(old))
+                            if long_pack is not None and type(new) is int \
+                                    and LONG_MIN <= new <= LONG_MAX:  # as Serdes.long() does
+                                new_bytes = long_pack(new)
+                            elif pure_value_ser is None or new is None:
                                 new_bytes = value_bytes(new)
-                        if topic is not last_topic:  # the context's size, per topic
-                            last_topic = topic
-                            last_context_bytes = self._context_size(offset, topic)
-                        context_bytes = last_context_bytes
+                            else:
+                                try:
+                                    new_bytes = pure_value_ser(new)
+                                except Exception:  # noqa: BLE001 - raised again at the node
+                                    new_bytes = value_bytes(new)
+                            if topic is not last_topic:  # the context's size, per topic
+                                last_topic = topic
+                                last_context_bytes = self._context_size(offset, topic)
+                        except BaseException:
+                            if new is not None:  # the store was written first, as apart
+                                last_bucket[key] = (new, out_ts)
+                            raise
                         # entry_size: its fixed part kept (see _tracked), the rest per update
-                        sized = (entry[_FIXED] + context_bytes
+                        sized = (entry[_FIXED] + last_context_bytes
                                  + change_size(prior_bytes, old_bytes, new_bytes))
                         self._bytes += sized - entry[_SIZE]
                         entry = (new, out_ts, old, offset, entry[_PRIOR], topic,
@@ -278,8 +280,6 @@ class FusedFinalResults:
                     else:
                         entry = (new, out_ts, old, offset, entry[_PRIOR], topic,
                                  entry[_KEY_BYTES])
-                        if new is None:
-                            store.put_with_timestamp(key, None, start, out_ts)  # a delete
                     if new is not None:
                         last_bucket[key] = entry
                     last_entries[key] = entry
@@ -303,19 +303,23 @@ class FusedFinalResults:
                         new = aggregator(key, value, old)
                     if new is None:
                         store.put_with_timestamp(key, None, start, ts)  # a delete
-                    else:
-                        last_bucket[key] = (new, ts)  # before the key's bytes, as apart
                     due = False
                     if ts > engine.stream_time:
                         engine.stream_time = ts
                         due = ts >= self._next_close
-                    if track:  # _tracked of a new entry, inline: the same calls, in order
+                    try:  # the key's bytes and sizes: the store was written first, as apart
                         key_bytes = last_key_bytes(key)
-                        prior_bytes = sized_value(old)
-                        new_bytes = sized_value(new)
-                        if topic is not last_topic:
-                            last_topic = topic
-                            last_context_bytes = self._context_size(offset, topic)
+                        if track:
+                            prior_bytes = sized_value(old)
+                            new_bytes = sized_value(new)
+                            if topic is not last_topic:
+                                last_topic = topic
+                                last_context_bytes = self._context_size(offset, topic)
+                    except BaseException:
+                        if new is not None:
+                            last_bucket[key] = (new, ts)
+                        raise
+                    if track:  # _tracked of a new entry, inline: the same calls, in order
                         fixed = entry_size(key_bytes, prior_bytes, None, None, 0)
                         sized = entry_size(key_bytes, prior_bytes, prior_bytes, new_bytes,
                                            last_context_bytes)
@@ -323,7 +327,7 @@ class FusedFinalResults:
                         entry = (new, ts, old, offset, old, topic, key_bytes, sized,
                                  prior_bytes, new_bytes, fixed)
                     else:
-                        entry = (new, ts, old, offset, old, topic, last_key_bytes(key))
+                        entry = (new, ts, old, offset, old, topic, key_bytes)
                     if new is not None:
                         last_bucket[key] = entry
                     last_entries[key] = entry
