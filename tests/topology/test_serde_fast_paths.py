@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology import (
@@ -123,6 +123,7 @@ WINDOWS = st.builds(Window, st.one_of(st.integers(-5, 30), st.booleans()),
                     st.one_of(st.integers(-5, 40), st.just(LONG_MAX)))
 
 
+@settings(deadline=None)
 @given(data=st.data(), writer=st.sampled_from(READERS), reader=st.sampled_from(
     [*READERS, Serdes.time_windowed(Serdes.string(), 11), Serdes.double()]))
 def test_what_reads_back_as_written_is_what_the_bytes_read_back(
@@ -158,6 +159,7 @@ def test_windowed_serdes_read_back_as_written_only_with_the_same_size() -> None:
     assert not check([Windowed(1, Window(0, 10))])
 
 
+@settings(deadline=None, max_examples=60)
 @given(records=st.lists(st.tuples(st.sampled_from(["a", "é", "b"]), st.integers(-3, 3),
                                   st.integers(0, 50)), max_size=12),
        reader_size=st.sampled_from([10, 7]), durable=st.booleans())
