@@ -21,8 +21,8 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...errors import StoreClosedError
 from ..codec import StateCodecError, decode, encode
+from .closable import ClosableStore
 from .codec import prefix_end
 from .keyspace import Keyspace
 
@@ -94,7 +94,7 @@ def unpack_entry(raw: bytes) -> tuple[Any, Any, int]:
     return decode(raw[end:]), decode(raw[_HEADER_SIZE:end]), timestamp
 
 
-class RocksDBKeyValueStore:
+class RocksDBKeyValueStore(ClosableStore):
     """Key-value store of ``key -> (value, timestamp)`` in a keyspace; reads return values.
 
     Behaves as :class:`~topology.state.memory.InMemoryKeyValueStore`: range queries follow
@@ -131,8 +131,6 @@ class RocksDBKeyValueStore:
     """
 
     persistent = True
-    is_open = True
-    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
                  keyspace: Keyspace) -> None:
@@ -205,22 +203,6 @@ class RocksDBKeyValueStore:
 
     # -- public key-value API ----------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close the store (idempotent); its data stays in the keyspace, operations raise.
-
-        The keyspace's database is neither committed nor closed.
-        """
-        self.is_open = False
-        message = f"state store {self.name!r} is closed"
-
-        def closed(*_args: object) -> Any:
-            raise StoreClosedError(message)
-
-        self._get = self._put = self._delete = closed
-
-    def _check_open(self) -> None:
-        if not self.is_open:
-            raise StoreClosedError(f"state store {self.name!r} is closed")
 
     def get(self, key: Any) -> Any:
         """The value of ``key``, or ``None``.

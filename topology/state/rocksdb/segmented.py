@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import StoreClosedError
+from .closable import ClosableStore
 from .codec import decode_int64, encode_int64
 from .keyspace import Keyspace
 
@@ -22,15 +22,13 @@ OBSERVED_KEY = b""
 """The key of the observed stream time: shorter than, so before, every data key."""
 
 
-class SegmentedStore(ABC):
+class SegmentedStore(ClosableStore, ABC):
     """A store on a keyspace of time segments: stream time, expiry by segment, close."""
 
     name: str
     retention_ms: int
     _live_from: int
     """The start (ms) of the oldest live segment; set by the subclass once it can compute it."""
-    is_open = True
-    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
 
     def _bind(self, name: str, key_serializer: Callable[[Any], bytes | None],
               retention_ms: int, keyspace: Keyspace) -> None:
@@ -77,19 +75,3 @@ class SegmentedStore(ABC):
             self._keyspace.delete_range(encode_int64(self._live_from), encode_int64(live_from))
             self._live_from = live_from
 
-    def close(self) -> None:
-        """Close the store (idempotent); its data stays in the keyspace, operations raise.
-
-        The keyspace's database is neither committed nor closed.
-        """
-        self.is_open = False
-        message = f"state store {self.name!r} is closed"
-
-        def closed(*_args: object) -> Any:
-            raise StoreClosedError(message)
-
-        self._get = self._put = self._delete = closed
-
-    def _check_open(self) -> None:
-        if not self.is_open:
-            raise StoreClosedError(f"state store {self.name!r} is closed")

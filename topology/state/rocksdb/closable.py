@@ -1,0 +1,42 @@
+"""Closing a RocksDB store: its operations raise once it is closed, its data stays."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...errors import StoreClosedError
+
+__all__ = ("ClosableStore",)
+
+
+class ClosableStore:
+    """``close()`` and the open check of a store that reads and writes a keyspace.
+
+    The store goes through ``_get``, ``_put`` and ``_delete`` (set by the subclass); closing
+    replaces them with functions that raise, so hot paths need no check of their own.
+    """
+
+    name: str
+    _get: Callable[..., Any]
+    _put: Callable[..., Any]
+    _delete: Callable[..., Any]
+    is_open = True
+    """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
+
+    def close(self) -> None:
+        """Close the store (idempotent); its data stays in the keyspace, operations raise.
+
+        The keyspace's database is neither committed nor closed.
+        """
+        self.is_open = False
+        message = f"state store {self.name!r} is closed"
+
+        def closed(*_args: object) -> Any:
+            raise StoreClosedError(message)
+
+        self._get = self._put = self._delete = closed
+
+    def _check_open(self) -> None:
+        if not self.is_open:
+            raise StoreClosedError(f"state store {self.name!r} is closed")
