@@ -129,7 +129,11 @@ def generate(payments: int, seed: int = 2024) -> list[tuple[str, bytes, bytes, i
 
 def write_files(records: list[tuple[str, bytes, bytes, int]], folder: Path,
                 files: int = FILES) -> None:
-    """Parquet files in Spark's Kafka source schema, each appearing whole (renamed in)."""
+    """Parquet files in Spark's Kafka source schema, each appearing whole (renamed in).
+
+    Spark's file source takes files by modification time: each file gets one a second after
+    the previous one, so that files written within the same millisecond keep their order.
+    """
     folder.mkdir(parents=True)
     size = -(-len(records) // files)
     for n, first in enumerate(range(0, len(records), size)):
@@ -143,6 +147,7 @@ def write_files(records: list[tuple[str, bytes, bytes, int]], folder: Path,
         })
         staged = folder.parent / f".part-{n:03d}.parquet"
         pq.write_table(table, staged)
+        os.utime(staged, (1_700_000_000 + n, 1_700_000_000 + n))
         os.rename(staged, folder / f"part-{n:03d}.parquet")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from typing import Any
 
@@ -362,6 +363,7 @@ def test_a_streaming_query_from_files(spark: Any, tmp_path: Any) -> None:
     for i, batch in enumerate(batches(rows, 3)):
         staged = tmp_path / f"part-{i}.parquet"
         pq.write_table(kafka_table(batch), staged)
+        os.utime(staged, (1_000_000 + i, 1_000_000 + i))  # the source reads by mtime
         staged.rename(incoming / staged.name)  # files appear whole
     schema = spark.read.parquet(str(incoming)).schema
     sink = sinks.memory()
