@@ -175,9 +175,7 @@ class DistributedRunner:
             aggs = [F.unix_millis(F.max("et")).alias("ts"), F.lit(None).cast("binary")
                     .alias("h"), F.count(F.lit(1)).alias("n")]
         else:
-            rows = frames[0]
-            for other in frames[1:]:
-                rows = rows.unionByName(other)
+            rows = _union(frames)
             rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
                     .withColumn("et", F.timestamp_millis(F.col("ts")))
                     .withColumn("bt", F.current_timestamp()))
@@ -220,9 +218,7 @@ class DistributedRunner:
 
         limit = self._plan.limit
         assert limit is not None
-        rows = frames[0]
-        for other in frames[1:]:
-            rows = rows.unionByName(other)
+        rows = _union(frames)
         rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
                 .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(buckets(limit))))
                 # Spark drops input at or below the watermark, which starts at 0: event times
@@ -244,9 +240,7 @@ class DistributedRunner:
 
         join = self._plan.join
         assert join is not None
-        rows = frames[0]
-        for other in frames[1:]:
-            rows = rows.unionByName(other)
+        rows = _union(frames)
         # a null key (dropped and counted by the join or the table source) goes to bucket 0
         rows = (rows.where(F.col("route") < 0)
                 .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"),
@@ -409,6 +403,14 @@ def _check_transform_with_state(spark: Any, node: str) -> None:
             f"set {key}={ROCKSDB_PROVIDER} on the session (spark.conf.set or "
             f"local_session({key.replace('.', '_')}=...)) before building the runner; it "
             f"is {provider}")
+
+
+def _union(frames: list[Any]) -> Any:
+    """The record frames of every source as one DataFrame (columns matched by name)."""
+    rows = frames[0]
+    for other in frames[1:]:
+        rows = rows.unionByName(other)
+    return rows
 
 
 def _col(name: str) -> Any:
