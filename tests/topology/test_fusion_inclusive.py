@@ -203,3 +203,25 @@ def test_fusion_of_inclusive_windows_is_switched_with_the_others() -> None:
         fused._check()
     with TopologyTestDriver(topology, {"fuse_final_results": False}) as d:
         assert not d._task.fused
+
+
+def test_a_gap_near_the_largest_time_runs_the_same_both_ways() -> None:
+    """``t + gap`` beyond the largest timestamp saturates: every session is near, none fails."""
+    rows = [("a", 1, 5, None), ("a", 1, 100, None), ("b", 2, 7, None), ("a", None, 3, None)]
+    stored = {"session": [1, 1, 2, 2], "sliding": [1, 2, 3, 3]}  # sessions / windows after each
+    for windowing in ("session", "sliding"):
+        topology = build(windowing, "count", 2**63 - 10, 0)
+        fused = run(topology, rows, windowing, fuse=True, debug=False)
+        separate = run(topology, rows, windowing, fuse=False, debug=False)
+        assert fused == separate
+        assert all(step[2] is None for step in fused), fused  # no errors
+        assert [len(step[5]) for step in fused] == stored[windowing]
+
+
+def test_a_closed_session_takes_no_part_in_a_later_merge() -> None:
+    """[0, 0] is closed (and out) when a@4 arrives: a@4 merges with [9, 9] only, both ways."""
+    rows = [("a", 1, 0, None), ("a", 1, 9, None), ("a", 1, 4, None), ("b", 1, 30, None)]
+    for fuse in (True, False):
+        steps = run(build("session", "count", 5, 0), rows, "session", fuse=fuse, debug=False)
+        out = [(r[0], r[1]) for step in steps for r in step[0]]
+        assert [(str(k), v) for k, v in out] == [("[a@0/0]", 1), ("[a@4/9]", 2)], fuse

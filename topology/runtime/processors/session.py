@@ -29,6 +29,7 @@ from typing import Any
 from suppress.entry import RecordContext
 from suppress.time import NO_TIMESTAMP, is_window_closed
 
+from ...state.sessions import MAX_TIME, MIN_TIME
 from ...windows import SessionWindows, Window, Windowed
 from .aggregate import Aggregator, Initializer, WindowedAggregateBase
 from .table import log_null_key
@@ -87,7 +88,8 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
         merged = []
         agg = self._initializer()
         merger = self._merger
-        for session, session_agg in self._store.find_sessions(key, ts - gap, ts + gap):
+        earliest, latest = max(ts - gap, MIN_TIME), min(ts + gap, MAX_TIME)  # saturated
+        for session, session_agg in self._store.find_sessions(key, earliest, latest):
             window = session.window
             if is_window_closed(window.end + 1, delay, now):
                 continue  # its final result is due or out: it takes no more records
