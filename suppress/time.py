@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import datetime as _dt
 
-__all__ = ("NO_TIMESTAMP", "is_time_limit_reached", "is_window_closed", "to_millis",
-           "window_close_time")
+__all__ = ("NO_TIMESTAMP", "is_time_limit_reached", "is_window_closed", "last_closed_end",
+           "to_millis", "window_close_time")
 
 NO_TIMESTAMP = -1
 """Stream time before any record was observed (Kafka's ``ConsumerRecord.NO_TIMESTAMP``)."""
@@ -76,6 +76,18 @@ def window_close_time(exclusive_end: int, delay: int) -> int:
     12
     """
     return exclusive_end + delay
+
+
+def last_closed_end(delay: int, stream_time: int) -> int:
+    """The largest exclusive end (ms) of a window that is closed at ``stream_time``.
+
+    :func:`is_window_closed` is ``exclusive_end <= last_closed_end(delay, stream_time)``; a
+    hot path that checks many windows against one stream time may compute it once.
+
+    >>> last_closed_end(2, 12), is_window_closed(10, 2, 12), is_window_closed(11, 2, 12)
+    (10, True, False)
+    """
+    return stream_time - delay
 
 
 def is_time_limit_reached(first_time: int, time_limit: int, stream_time: int) -> bool:

@@ -46,7 +46,7 @@ from suppress.config import BufferFullStrategy
 from suppress.entry import RecordContext, context_size, entry_size
 from suppress.errors import BufferFullError
 from suppress.processor import SuppressMetrics
-from suppress.time import is_window_closed, window_close_time
+from suppress.time import is_window_closed, last_closed_end, window_close_time
 
 from ...serde import pack_session_bounds, runs_no_user_code, session_windowed_inner
 from ...state.memory import InMemorySessionStore
@@ -140,6 +140,9 @@ class FusedInclusiveFinalResults:
         the open ones, the close rule, each merged session's removal and tombstone, then
         ``aggregator(...)``, the write and the update. A null key goes to the aggregation's
         ``process``. ``None`` when the conditions do not hold (its ``process`` then).
+        Both closures refer to ``self`` (on their rare paths), so that a failure of the user
+        code they call is located at the aggregation (the task names the innermost frame
+        whose ``self`` is a node).
         """
         agg = self._agg
         if not isinstance(agg, SessionWindowAggregateProcessor):
@@ -151,7 +154,7 @@ class FusedInclusiveFinalResults:
         if (not runs_no_user_code(key_ser)
                 or session_windowed_inner(self._node.key_serializer) is not key_ser):
             return None
-        process, late = agg.process, agg.late
+        late = agg.late
         engine, index, heap = self._engine, self._index, self._heap
         gap, delay, buffer_delay = agg._gap, agg._delay, self._delay
         initializer, aggregator = agg._initializer, agg._aggregator
@@ -161,6 +164,55 @@ class FusedInclusiveFinalResults:
         buffer_time, change = self._buffer_time, self.change
         heappush = heapq.heappush
         new_tuple = _new_tuple
+        plain = not self._track  # entries unsized and no DEBUG samples: updates run inline
+        emit, enforce = self._emit_closed, self._enforce
+
+        def after_put() -> None:
+            """:meth:`change`'s last step: emit what is due (and check the capacity)."""
+            if self._bounded:
+                enforce()
+            elif engine.stream_time >= self._next_close:  # the heap's head is closed
+                emit()
+
+        def update(kb: bytes, key: Any, start: int, end: int, new: Any,
+                   ctx: RecordContext) -> None:
+            """:meth:`change` of session ``[start, end]`` to ``new`` (``ctx`` at ``end``).
+
+            A new entry of a value is buffered here: its key bytes are the store's key bytes
+            and the packed bounds, as the node's serializer writes them.
+            """
+            session = new_tuple(Windowed, (key, new_tuple(Window, (start, end))))
+            index_key = (key, start, end)
+            if not plain or new is None or index_key in index:
+                change(session, new, None, ctx)
+                return
+            if end > engine.stream_time:
+                engine.stream_time = end
+            time = buffer_time(session)
+            key_bytes = kb + pack_session_bounds(start, end)
+            self._seq += 1
+            heappush(heap, (time, key_bytes, self._seq, index_key))
+            index[index_key] = (new, None, ctx, None, key_bytes, 0, session)
+            if heap[0][0] == time:
+                self._next_close = window_close_time(time, buffer_delay)
+            after_put()
+
+        def tombstone(key: Any, start: int, end: int, old: Any, ctx: RecordContext) -> None:
+            """:meth:`change` of session ``[start, end]`` to a tombstone (``ctx`` at ``end``).
+
+            An entry buffered for the session (an open one has one) is replaced here.
+            """
+            index_key = (key, start, end)
+            entry = index.get(index_key) if plain else None
+            if entry is None:
+                change(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), None, old,
+                       ctx)
+                return
+            if end > engine.stream_time:
+                engine.stream_time = end
+            index[index_key] = (None, old, ctx, entry[_PRIOR], entry[_KEY_BYTES], 0,
+                                entry[_KEY])
+            after_put()
 
         def merge(key: Any, value: Any, ctx: RecordContext, kb: bytes, ts: int) -> None:
             """The aggregation's steps for a record with sessions near, in its order."""
@@ -168,11 +220,12 @@ class FusedInclusiveFinalResults:
             if ts > agg.stream_time:
                 agg.stream_time = ts
             now = agg.stream_time
+            closed = last_closed_end(delay, now)  # a session with end + 1 <= closed is closed
             start = end = ts
             merged = []
             acc: Any = 0 if counting else initializer()
             for found_end, found_start, found_agg in found:
-                if is_window_closed(found_end + 1, delay, now):
+                if found_end + 1 <= closed:
                     continue  # its final result is due or out: it takes no more records
                 merged.append((found_start, found_end, found_agg))
                 acc = merger(key, acc, found_agg)
@@ -180,24 +233,22 @@ class FusedInclusiveFinalResults:
                     start = found_start
                 if found_end > end:
                     end = found_end
-            if is_window_closed(end + 1, delay, now):
-                late.drop(key, value, ctx, start, end, now - delay, now)
+            if end + 1 <= closed:
+                self._agg.late.drop(key, value, ctx, start, end, now - delay, now)
                 return
             if start != ts or end != ts:
                 send_old = agg._old
                 for found_start, found_end, found_agg in merged:
                     write(kb, key, found_start, found_end, None)
-                    change(new_tuple(Windowed, (key, new_tuple(Window, (found_start,
-                                                                        found_end)))),
-                           None, found_agg if send_old else None, ctx.with_timestamp(found_end))
+                    tombstone(key, found_start, found_end, found_agg if send_old else None,
+                              ctx.with_timestamp(found_end))
             acc = acc + 1 if counting else aggregator(key, value, acc)
             write(kb, key, start, end, acc)
-            change(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), acc, None,
-                   ctx.with_timestamp(end))
+            update(kb, key, start, end, acc, ctx if end == ctx[0] else ctx.with_timestamp(end))
 
         def step(key: Any, value: Any, ctx: RecordContext) -> None:
             if key is None:
-                process(key, value, ctx)
+                self._agg.process(key, value, ctx)
                 return
             ts = ctx[0]
             kb = key_ser(key) or b""
@@ -216,22 +267,7 @@ class FusedInclusiveFinalResults:
                 return
             new = 1 if counting else aggregator(key, value, new)
             write(kb, key, ts, ts, new)
-            session = new_tuple(Windowed, (key, new_tuple(Window, (ts, ts))))
-            index_key = (key, ts, ts)
-            if self._track or new is None or index_key in index:
-                change(session, new, None, ctx)
-                return
-            if ts > engine.stream_time:
-                engine.stream_time = ts
-            time = buffer_time(session)
-            key_bytes = kb + pack_session_bounds(ts, ts)
-            self._seq += 1
-            heappush(heap, (time, key_bytes, self._seq, index_key))
-            index[index_key] = (new, None, ctx, None, key_bytes, 0, session)
-            if heap[0][0] == time:
-                self._next_close = window_close_time(time, buffer_delay)
-            if self._bounded or engine.stream_time >= self._next_close:
-                self._enforce()
+            update(kb, key, ts, ts, new, ctx)
 
         return step
 
@@ -283,11 +319,11 @@ class FusedInclusiveFinalResults:
     def _emit_closed(self) -> None:
         """Emit every closed window in order; each leaves the buffer after it went out."""
         heap, index, delay = self._heap, self._index, self._delay
-        now = self._engine.stream_time
+        closed = last_closed_end(delay, self._engine.stream_time)
         forward = self._node.forward_change
         metrics = self.metrics
         pop = heapq.heappop
-        while heap and is_window_closed(heap[0][0], delay, now):
+        while heap and heap[0][0] <= closed:
             index_key = heap[0][3]
             entry = index[index_key]
             new = entry[_NEW]

@@ -109,6 +109,8 @@ class InMemorySessionStore(SessionQueries):
         """Segment id -> the keys that had a session ending in it (possibly removed since)."""
         self._observed = -1
         self._live_segment = self._segment_of_min_live(-1)
+        self._expires_at = self._expiry_time(self._live_segment)
+        """The observed stream time at which the oldest live segment expires."""
         self._written = False
 
     @property
@@ -127,6 +129,10 @@ class InMemorySessionStore(SessionQueries):
 
     def _segment_of_min_live(self, observed: int) -> int:
         return max(observed - self.retention_ms + 1, MIN_TIME) // self.segment_interval_ms
+
+    def _expiry_time(self, live_segment: int) -> int:
+        """The least observed stream time whose oldest live segment is after ``live_segment``."""
+        return (live_segment + 1) * self.segment_interval_ms + self.retention_ms - 1
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -166,7 +172,10 @@ class InMemorySessionStore(SessionQueries):
     def _write_bytes(self, kb: bytes, key: Any, start: int, end: int, aggregate: Any) -> None:
         """:meth:`put` of a valid session whose key's bytes are ``kb``, the store open."""
         if end > self._observed:
-            self._advance(end)
+            if end >= self._expires_at:
+                self._advance(end)
+            else:
+                self._observed = end
         if end <= self._observed - self.retention_ms:
             return
         self._written = True
@@ -206,6 +215,7 @@ class InMemorySessionStore(SessionQueries):
         if live <= self._live_segment:
             return
         self._live_segment = live
+        self._expires_at = self._expiry_time(live)
         min_live = (max(observed - self.retention_ms + 1, MIN_TIME), MIN_TIME)
         by_key = self._by_key
         for segment in [s for s in self._segments if s < live]:
@@ -353,6 +363,9 @@ class InMemorySessionStore(SessionQueries):
         ones is kept; every session of a live segment is listed under its segment.
         """
         assert self._keys is None or self._keys == sorted(self._by_key), "ordered keys"
+        assert self._live_segment == self._segment_of_min_live(self._observed), "live segment"
+        assert self._segment_of_min_live(self._expires_at - 1) == self._live_segment < \
+            self._segment_of_min_live(self._expires_at), "expiry time"
         interval = self.segment_interval_ms
         assert all(s >= self._live_segment for s in self._segments), "expired segment kept"
         for kb, entry in self._by_key.items():
