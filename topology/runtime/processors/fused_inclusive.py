@@ -24,10 +24,12 @@ What it saves: the engine's general buffer, which buckets entries per buffer tim
 time windows, where thousands of keys share a window end; here nearly every window has an end
 of its own) and builds an entry object per window, and the calls between the nodes. Here one
 heap of ``(buffer time, key bytes, sequence, index key)`` orders the entries, and an entry is
-a tuple ``(new, old, context, prior, key bytes, size, windowed key)``, replaced on update (the
-garbage collector stops tracking tuples of plain values), indexed by the plain tuple ``(key,
-start, end)`` (hashed and compared in C, where a :class:`~topology.Windowed` compares in
-Python). Keys and values are serialized through the suppression node, so an error is located
+a tuple ``(new, old, context fields, prior, key bytes, size)``, replaced on update, indexed by
+the plain tuple ``(key, start, end)`` (hashed and compared in C, where a
+:class:`~topology.Windowed` compares in Python). The context's fields are a plain tuple and
+the windowed key and context objects are built when an entry goes out: the garbage collector
+stops tracking a tuple of plain values, where a named tuple (a ``RecordContext``, a
+``Windowed``) stays tracked, and every collection would scan each buffered one. Keys and values are serialized through the suppression node, so an error is located
 at the same node as on the separate path. For sessions, a record that starts a session of its
 own, or merges with the sessions near, runs inline
 (:meth:`FusedInclusiveFinalResults._session_step`). A property test
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = ("FusedInclusiveFinalResults", "can_fuse_inclusive")
 
-_NEW, _OLD, _CTX, _PRIOR, _KEY_BYTES, _SIZE, _KEY = range(7)  # entry fields
+_NEW, _OLD, _CTX, _PRIOR, _KEY_BYTES, _SIZE = range(6)  # entry fields
 LONG_MAX = 2**63 - 1
 _new_tuple = tuple.__new__  # a RecordContext of values known to be valid
 
@@ -113,33 +115,47 @@ class FusedInclusiveFinalResults:
     # -- entries -------------------------------------------------------------------------------
 
     def record_entry(self) -> Forward:
-        """Where records arrive: the aggregation's ``process``, or :meth:`_session_step`'s."""
+        """Where records arrive: the aggregation's ``process``, or the inline session step."""
         step = self._session_step()
-        return self._agg.process if step is None else step
+        if step is None:
+            return self._agg.process
+
+        def with_parts(key: Any, value: Any, ctx: RecordContext) -> None:
+            step(key, value, ctx[:])
+
+        return with_parts
 
     def raw_entry(self) -> Callable[[Any, Any, int, int, str], None]:
         """Where records piped without headers arrive: ``(key, value, ts, offset, topic)``."""
-        process = self.record_entry()
+        step = self._session_step()
+        if step is None:
+            process = self._agg.process
 
-        def with_context(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
-            process(key, value, _new_tuple(RecordContext, (ts, offset, topic, 0, ())))
+            def with_context(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
+                process(key, value, _new_tuple(RecordContext, (ts, offset, topic, 0, ())))
 
-        return with_context
+            return with_context
 
-    def _session_step(self) -> Forward | None:
-        """For sessions in the in-memory store with built-in key serializers: the record entry.
+        def with_parts(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
+            step(key, value, (ts, offset, topic, 0, ()))
 
-        A record whose key has no stored session ending at or after ``ts - gap`` finds no
-        session to merge with: the aggregation's steps for it are, in order, its stream time,
-        ``initializer()``, the close rule on ``[ts, ts]`` (a drop, through the aggregation's
-        late records), ``aggregator(...)``, the store write and the update of ``[ts, ts]``,
-        whose buffer entry is new (its key bytes are the store's key bytes and the packed
-        bounds, as the suppression's serializer writes them). They run here, inline. A record
-        with sessions near takes the aggregation's steps in its order (``merge``): the query
-        (read as ``(end, start, aggregate)`` by key bytes), ``initializer()``, the merger over
-        the open ones, the close rule, each merged session's removal and tombstone, then
-        ``aggregator(...)``, the write and the update. A null key goes to the aggregation's
-        ``process``. ``None`` when the conditions do not hold (its ``process`` then).
+        return with_parts
+
+    def _session_step(self) -> Callable[[Any, Any, tuple[Any, ...]], None] | None:
+        """For sessions in the in-memory store with built-in key serializers: the step.
+
+        It takes a record's context as a plain tuple of its fields (``parts``), and builds a
+        :class:`~suppress.entry.RecordContext` only where one leaves it. A record whose key
+        has no stored session ending at or after ``ts - gap`` finds no session to merge with:
+        the aggregation's steps for it are, in order, its stream time, ``initializer()``, the
+        close rule on ``[ts, ts]`` (a drop, through the aggregation's late records),
+        ``aggregator(...)``, the store write and the update of ``[ts, ts]``. A record with
+        sessions near takes the aggregation's steps in its order (``merge``): the query (read
+        as ``(end, start, aggregate)`` by key bytes), ``initializer()``, the merger over the
+        open ones, the close rule, each merged session's removal and tombstone, then
+        ``aggregator(...)``, the write and the update. Updates of unsized entries run inline
+        (``update``, ``tombstone``), the rest through :meth:`change`. A null key goes to the
+        aggregation's ``process``. ``None`` when the conditions do not hold.
         Both closures refer to ``self`` (on their rare paths), so that a failure of the user
         code they call is located at the aggregation (the task names the innermost frame
         whose ``self`` is a node).
@@ -175,8 +191,8 @@ class FusedInclusiveFinalResults:
                 emit()
 
         def update(kb: bytes, key: Any, start: int, end: int, new: Any,
-                   ctx: RecordContext) -> None:
-            """:meth:`change` of session ``[start, end]`` to ``new`` (``ctx`` at ``end``).
+                   parts: tuple[Any, ...]) -> None:
+            """:meth:`change` of session ``[start, end]`` to ``new`` (``parts`` at ``end``).
 
             A new entry of a value is buffered here: its key bytes are the store's key bytes
             and the packed bounds, as the node's serializer writes them.
@@ -184,7 +200,7 @@ class FusedInclusiveFinalResults:
             session = new_tuple(Windowed, (key, new_tuple(Window, (start, end))))
             index_key = (key, start, end)
             if not plain or new is None or index_key in index:
-                change(session, new, None, ctx)
+                change(session, new, None, new_tuple(RecordContext, parts))
                 return
             if end > engine.stream_time:
                 engine.stream_time = end
@@ -192,13 +208,14 @@ class FusedInclusiveFinalResults:
             key_bytes = kb + pack_session_bounds(start, end)
             self._seq += 1
             heappush(heap, (time, key_bytes, self._seq, index_key))
-            index[index_key] = (new, None, ctx, None, key_bytes, 0, session)
+            index[index_key] = (new, None, parts, None, key_bytes, 0)
             if heap[0][0] == time:
                 self._next_close = window_close_time(time, buffer_delay)
             after_put()
 
-        def tombstone(key: Any, start: int, end: int, old: Any, ctx: RecordContext) -> None:
-            """:meth:`change` of session ``[start, end]`` to a tombstone (``ctx`` at ``end``).
+        def tombstone(key: Any, start: int, end: int, old: Any,
+                      parts: tuple[Any, ...]) -> None:
+            """:meth:`change` of session ``[start, end]`` to a tombstone (``parts`` at ``end``).
 
             An entry buffered for the session (an open one has one) is replaced here.
             """
@@ -206,15 +223,14 @@ class FusedInclusiveFinalResults:
             entry = index.get(index_key) if plain else None
             if entry is None:
                 change(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), None, old,
-                       ctx)
+                       new_tuple(RecordContext, parts))
                 return
             if end > engine.stream_time:
                 engine.stream_time = end
-            index[index_key] = (None, old, ctx, entry[_PRIOR], entry[_KEY_BYTES], 0,
-                                entry[_KEY])
+            index[index_key] = (None, old, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
             after_put()
 
-        def merge(key: Any, value: Any, ctx: RecordContext, kb: bytes, ts: int) -> None:
+        def merge(key: Any, value: Any, parts: tuple[Any, ...], kb: bytes, ts: int) -> None:
             """The aggregation's steps for a record with sessions near, in its order."""
             found = near(kb, ts - gap, ts + gap)
             if ts > agg.stream_time:
@@ -234,26 +250,28 @@ class FusedInclusiveFinalResults:
                 if found_end > end:
                     end = found_end
             if end + 1 <= closed:
-                self._agg.late.drop(key, value, ctx, start, end, now - delay, now)
+                self._agg.late.drop(key, value, new_tuple(RecordContext, parts), start, end,
+                                    now - delay, now)
                 return
+            rest = parts[1:]
             if start != ts or end != ts:
                 send_old = agg._old
                 for found_start, found_end, found_agg in merged:
                     write(kb, key, found_start, found_end, None)
                     tombstone(key, found_start, found_end, found_agg if send_old else None,
-                              ctx.with_timestamp(found_end))
+                              (found_end, *rest))
             acc = acc + 1 if counting else aggregator(key, value, acc)
             write(kb, key, start, end, acc)
-            update(kb, key, start, end, acc, ctx if end == ctx[0] else ctx.with_timestamp(end))
+            update(kb, key, start, end, acc, parts if end == ts else (end, *rest))
 
-        def step(key: Any, value: Any, ctx: RecordContext) -> None:
+        def step(key: Any, value: Any, parts: tuple[Any, ...]) -> None:
             if key is None:
-                self._agg.process(key, value, ctx)
+                self._agg.process(key, value, new_tuple(RecordContext, parts))
                 return
-            ts = ctx[0]
+            ts = parts[0]
             kb = key_ser(key) or b""
             if latest_end(kb) >= ts - gap:  # a session may be near
-                merge(key, value, ctx, kb, ts)
+                merge(key, value, parts, kb, ts)
                 return
             if ts > agg.stream_time:
                 agg.stream_time = ts
@@ -263,11 +281,11 @@ class FusedInclusiveFinalResults:
             else:
                 new = initializer()
             if is_window_closed(ts + 1, delay, now):
-                late.drop(key, value, ctx, ts, ts, now - delay, now)
+                late.drop(key, value, new_tuple(RecordContext, parts), ts, ts, now - delay, now)
                 return
             new = 1 if counting else aggregator(key, value, new)
             write(kb, key, ts, ts, new)
-            update(kb, key, ts, ts, new, ctx)
+            update(kb, key, ts, ts, new, parts)
 
         return step
 
@@ -285,8 +303,7 @@ class FusedInclusiveFinalResults:
             if self._track:  # sized first: a serializer error leaves the entry as it was
                 size = self._size_of(entry[_KEY_BYTES], entry[_PRIOR], old, new, ctx)
                 self._bytes += size - entry[_SIZE]
-            self._index[index_key] = (new, old, ctx, entry[_PRIOR], entry[_KEY_BYTES], size,
-                                      entry[_KEY])
+            self._index[index_key] = (new, old, ctx[:], entry[_PRIOR], entry[_KEY_BYTES], size)
         else:
             key_bytes = self._node.key_bytes(key)
             size = self._size_of(key_bytes, old, old, new, ctx) if self._track else 0
@@ -294,7 +311,7 @@ class FusedInclusiveFinalResults:
             self._seq += 1
             heap = self._heap
             heapq.heappush(heap, (time, key_bytes, self._seq, index_key))
-            self._index[index_key] = (new, old, ctx, old, key_bytes, size, key)
+            self._index[index_key] = (new, old, ctx[:], old, key_bytes, size)
             self._bytes += size
             if heap[0][0] == time:
                 self._next_close = window_close_time(time, self._delay)
@@ -323,13 +340,16 @@ class FusedInclusiveFinalResults:
         forward = self._node.forward_change
         metrics = self.metrics
         pop = heapq.heappop
+        new_tuple = _new_tuple
         while heap and heap[0][0] <= closed:
             index_key = heap[0][3]
             entry = index[index_key]
             new = entry[_NEW]
             if new is not None:  # a window that ended deleted has no final result
                 metrics.emit_total += 1
-                forward(entry[_KEY], new, entry[_OLD], entry[_CTX])
+                key, start, end = index_key
+                forward(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), new,
+                        entry[_OLD], new_tuple(RecordContext, entry[_CTX]))
             pop(heap)
             del index[index_key]
             self._bytes -= entry[_SIZE]
@@ -362,13 +382,14 @@ class FusedInclusiveFinalResults:
         if self._track:
             return self._bytes
         return sum(self._size_of(entry[_KEY_BYTES], entry[_PRIOR], entry[_OLD], entry[_NEW],
-                                 entry[_CTX]) for entry in self._index.values())
+                                 _new_tuple(RecordContext, entry[_CTX]))
+                   for entry in self._index.values())
 
     def buffered(self) -> list[tuple[Any, Any, int]]:
         """``(key, value, timestamp)`` of every buffered entry, in eviction order."""
         index = self._index
-        return [(entry[_KEY], entry[_NEW], entry[_CTX][0])
-                for entry in (index[item[3]] for item in sorted(self._heap))]
+        return [(_windowed(index_key), index[index_key][_NEW], index[index_key][_CTX][0])
+                for index_key in (item[3] for item in sorted(self._heap))]
 
     def _check(self) -> None:
         """Assert the invariants (tests call it).
@@ -381,10 +402,17 @@ class FusedInclusiveFinalResults:
         for time, key_bytes, _, index_key in heap:
             entry = index[index_key]
             assert entry[_KEY_BYTES] == key_bytes, f"{index_key}: key bytes"
-            assert self._buffer_time(entry[_KEY]) == time, f"{index_key}: buffer time"
+            assert self._buffer_time(_windowed(index_key)) == time, f"{index_key}: buffer time"
+            assert type(entry[_CTX]) is tuple, f"{index_key}: a context's fields, plainly"
         for i in range(1, len(heap)):
             assert heap[(i - 1) // 2] < heap[i], "heap order broken"
         expected = window_close_time(heap[0][0], self._delay) if heap else LONG_MAX
         assert self._next_close == expected, "stale close time"
         if self._track:
             assert self._bytes == sum(entry[_SIZE] for entry in index.values()), "byte total"
+
+
+def _windowed(index_key: tuple[Any, int, int]) -> Windowed:
+    """The windowed key of an entry indexed as ``(key, start, end)``."""
+    key, start, end = index_key
+    return Windowed(key, Window(start, end))
