@@ -206,17 +206,9 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
                                        persistence))
         return WindowInfo(window.gap_ms + window.grace_ms, _inclusive_window_end, session=True)
 
-    zero_width = (f"store {store!r}: sliding windows with a time difference of 0 ms cannot "
-                  "use a persistent window store (its windows are at least 1 ms wide); use "
-                  "Materialized.in_memory, or a time difference of at least 1 ms")
-    if size == 0 and persistence:
-        raise TopologyError(zero_width)
-
     def persistent(keyspace: Keyspace) -> Any:
         from .state.rocksdb import RocksDBWindowStore
 
-        if size == 0:  # a runtime with a state directory chose RocksDB
-            raise TopologyError(zero_width)
         return RocksDBWindowStore(store, key_ser, size, retention, keyspace)
 
     b.add_store(StoreSpec(store, "window", lambda: InMemoryWindowStore(

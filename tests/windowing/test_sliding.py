@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ from topology import (
     Window,
     Windowed,
 )
-from topology.errors import TopologyError
 from topology.runtime.processors.sliding import SlidingWindowAggregateProcessor
 
 from .models import (
@@ -109,20 +109,34 @@ def test_close_rule_at_the_boundary_emits_once() -> None:
     no_update_after_final(records)
 
 
-def test_zero_time_difference_with_a_persistent_store_is_refused(tmp_path: Path) -> None:
-    zero = SlidingWindows.of_time_difference_with_no_grace(0)
-    with pytest.raises(TopologyError, match="time difference of 0 ms"):
-        final_counts_topology(zero, persistent=True)  # at definition time
-    with pytest.raises(TopologyError, match="time difference of 0 ms"):
-        TopologyTestDriver(final_counts_topology(zero), state_dir=tmp_path)  # the runtime's
-
-
-def test_zero_time_difference_in_memory() -> None:
-    data = [("a", 3), ("a", 3), ("a", 4)]
+@pytest.mark.parametrize("persistent", PERSISTENCE)
+def test_zero_time_difference(persistent: bool, tmp_path: Path) -> None:
+    data = [("a", 3), ("a", 3), ("a", 4), ("b", 4), ("a", 9)]
     _, final, driver = run(final_counts_topology(
-        SlidingWindows.of_time_difference_with_no_grace(0)), data, flush_at=50)
+        SlidingWindows.of_time_difference_with_no_grace(0), persistent=persistent), data,
+        flush_at=50, state_dir=tmp_path if persistent else None)
     with driver:
-        assert rows(final) == sliding_model(data, 0) == [("a", 3, 3, 2, 3), ("a", 4, 4, 1, 4)]
+        assert rows(final) == sliding_model(data, 0) == [
+            ("a", 3, 3, 2, 3), ("a", 4, 4, 1, 4), ("a", 9, 9, 1, 9), ("b", 4, 4, 1, 4)]
+
+
+def test_zero_time_difference_restarts_from_rocksdb(tmp_path: Path) -> None:
+    """Windows [t, t] on disk: a driver closed mid-stream goes on with them (a window that
+    got a record before the restart and one after is counted once, with both)."""
+    w = SlidingWindows.of_time_difference_and_grace(0, 5)
+    data = [("a", 3), ("b", 4), ("a", 3), ("a", 6), ("b", 4), ("a", 7)]
+    _, expected, whole = run(final_counts_topology(w), data, flush_at=50)
+    whole.close()
+    got: list[Any] = []
+    for part in (data[:3], data[3:]):
+        _, final, driver = run(final_counts_topology(w), part, flush_at=None, state_dir=tmp_path)
+        got += final
+        driver.close()
+    _, final, driver = run(final_counts_topology(w), [], flush_at=50, state_dir=tmp_path)
+    got += final
+    driver.close()
+    assert rows(expected) == sliding_model(data, 0)
+    assert rows(got) == rows(expected)
 
 
 def test_restart_restores_windows(tmp_path: Path) -> None:
@@ -199,3 +213,22 @@ def test_sliding_keys_serialize_as_kafka_time_windowed_keys() -> None:
         out = driver.create_output_topic("out", Serdes.time_windowed(Serdes.string(), 5),
                                          Serdes.long())
         assert out.read_key_value() == (Windowed("k", Window(7, 12)), 1)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.lists(st.tuples(keys, st.integers(0, 40)), max_size=20),
+       d=st.integers(0, 6), grace=st.integers(0, 4))
+def test_rocksdb_equals_memory(data: list[tuple[str, int]], d: int, grace: int) -> None:
+    """The same records through the persistent window store and the in-memory one (a zero
+    time difference included): the same updates, final results and late drops."""
+    w = SlidingWindows.of_time_difference_and_grace(d, grace)
+    outputs = []
+    for persistent in (False, True):
+        with tempfile.TemporaryDirectory() as state_dir:
+            everything, final, driver = run(
+                final_counts_topology(w, persistent=persistent, late_records_to="late"), data,
+                flush_at=200, state_dir=state_dir if persistent else None)
+            with driver:
+                late = driver.create_output_topic("late").read_records_to_list()
+                outputs.append((everything, final, late, driver.metrics()["dropped-records-total"]))
+    assert outputs[0] == outputs[1]

@@ -80,7 +80,7 @@ class RocksDBWindowStore(SegmentedStore):
     :param retention_ms: how long (ms) behind the observed stream time windows are kept.
     :param keyspace: where the data lives; the store owns it (no other writer).
     :raises TypeError: ``window_size_ms`` or ``retention_ms`` is not an ``int``.
-    :raises ValueError: ``window_size_ms < 1`` or ``retention_ms < 0``.
+    :raises ValueError: ``window_size_ms < 0`` or ``retention_ms < 0``.
     :raises StateStoreError: the keyspace's database is closed or failed.
     """
 
@@ -88,7 +88,7 @@ class RocksDBWindowStore(SegmentedStore):
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
                  window_size_ms: int, retention_ms: int, keyspace: Keyspace) -> None:
-        for what, value, least in (("window_size_ms", window_size_ms, 1),
+        for what, value, least in (("window_size_ms", window_size_ms, 0),
                                    ("retention_ms", retention_ms, 0)):
             if type(value) is not int:
                 raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
