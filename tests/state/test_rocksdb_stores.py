@@ -141,7 +141,7 @@ def test_window_store_arguments_are_checked(tmp_path: Path) -> None:
     with StateDB.open(tmp_path / "state") as db:
         keyspace = db.keyspace("w")
         with pytest.raises(ValueError, match="window_size_ms"):
-            RocksDBWindowStore("w", _STR, 0, 100, keyspace)
+            RocksDBWindowStore("w", _STR, -1, 100, keyspace)
         with pytest.raises(ValueError, match="retention_ms"):
             RocksDBWindowStore("w", _STR, 10, -1, keyspace)
         with pytest.raises(TypeError, match="retention_ms"):
