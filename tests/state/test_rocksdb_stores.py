@@ -262,3 +262,12 @@ def test_window_store_matches_the_in_memory_store(tmp_path_factory: Any, ops: li
         assert _window_state(ours.store, key, lo, hi) == _window_state(ref, key, lo, hi)
     finally:
         ours.db.close()
+
+
+def test_in_memory_window_store_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="window_size_ms"):
+        InMemoryWindowStore("w", _STR, -1, 100)
+    with pytest.raises(ValueError, match="retention_ms"):
+        InMemoryWindowStore("w", _STR, 10, -1)
+    with pytest.raises(TypeError, match="window_size_ms"):
+        InMemoryWindowStore("w", _STR, 1.5, 100)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..serde import serializer_of
 from ..state.memory import InMemorySessionStore, InMemoryWindowStore
+from ..state.segments import check_store_durations
 from .graph import StoreSpec
 
 if TYPE_CHECKING:
@@ -69,12 +70,8 @@ def window_store_spec(name: str, key_serde: Any, window_size_ms: int, retention_
     :raises TypeError: ``window_size_ms`` or ``retention_ms`` is not an ``int``.
     :raises ValueError: ``window_size_ms < 1`` or ``retention_ms < 0``.
     """
-    for what, value, least in (("window_size_ms", window_size_ms, 1),
-                               ("retention_ms", retention_ms, 0)):
-        if type(value) is not int:
-            raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
-        if value < least:
-            raise ValueError(f"{what} is at least {least} ms, got {value}")
+    check_store_durations(("window_size_ms", window_size_ms, 1),
+                          ("retention_ms", retention_ms, 0))
     key_ser = serializer_of(key_serde)
 
     def memory() -> Any:

@@ -7,7 +7,7 @@ helpers (``default_segment_interval``, ``segment_id``) live in :mod:`topology.st
 
 from __future__ import annotations
 
-__all__ = ("window_segment_interval",)
+__all__ = ("check_store_durations", "window_segment_interval")
 
 MIN_WINDOW_SEGMENT_INTERVAL_MS = 60_000
 """Kafka's smallest default segment interval for window and session stores (ms)."""
@@ -25,3 +25,16 @@ def window_segment_interval(retention_ms: int) -> int:
     (60000, 43200000)
     """
     return max(retention_ms // 2, MIN_WINDOW_SEGMENT_INTERVAL_MS)
+
+
+def check_store_durations(*durations: tuple[str, object, int]) -> None:
+    """Check a store's duration arguments, each ``(name, value, least)``, in order.
+
+    :raises TypeError: a value is not an ``int`` (of ms).
+    :raises ValueError: a value is below its least.
+    """
+    for what, value, least in durations:
+        if type(value) is not int:
+            raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
+        if value < least:
+            raise ValueError(f"{what} is at least {least} ms, got {value}")

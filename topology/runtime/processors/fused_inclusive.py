@@ -29,10 +29,11 @@ the plain tuple ``(key, start, end)`` (hashed and compared in C, where a
 :class:`~topology.Windowed` compares in Python). The context's fields are a plain tuple and
 the windowed key and context objects are built when an entry goes out: the garbage collector
 stops tracking a tuple of plain values, where a named tuple (a ``RecordContext``, a
-``Windowed``) stays tracked, and every collection would scan each buffered one. Keys and values are serialized through the suppression node, so an error is located
-at the same node as on the separate path. For sessions, a record that starts a session of its
-own, or merges with the sessions near, runs inline
-(:meth:`FusedInclusiveFinalResults._session_step`). A property test
+``Windowed``) stays tracked, and every collection would scan each buffered one. Keys and
+values are serialized through the suppression node, so an error is located at the same node
+as on the separate path. For sessions, a record that starts a session of its own, or merges
+with the sessions near, runs inline (:meth:`FusedInclusiveFinalResults._session_step`). A
+property test
 (``tests/topology/test_fusion_inclusive.py``) runs random streams both ways, user code that
 raises included, and compares outputs, errors, drops, late records, metrics, store contents
 and the suppression's stream time after every record.

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed
-from ..segments import window_segment_interval
+from ..segments import check_store_durations, window_segment_interval
 from ..sessions import (
     MAX_TIME,
     MIN_TIME,
@@ -88,12 +88,8 @@ class InMemorySessionStore(SessionQueries):
                  retention_ms: int, segment_interval_ms: int | None = None) -> None:
         if segment_interval_ms is None and type(retention_ms) is int:
             segment_interval_ms = window_segment_interval(retention_ms)
-        for what, value, least in (("retention_ms", retention_ms, 0),
-                                   ("segment_interval_ms", segment_interval_ms, 1)):
-            if type(value) is not int:
-                raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
-            if value < least:
-                raise ValueError(f"{what} is at least {least} ms, got {value}")
+        check_store_durations(("retention_ms", retention_ms, 0),
+                              ("segment_interval_ms", segment_interval_ms, 1))
         assert segment_interval_ms is not None
         self.name = name
         self._key_bytes = key_serializer

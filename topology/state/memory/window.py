@@ -9,6 +9,7 @@ from typing import Any
 
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed
+from ..segments import check_store_durations
 from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_window_fetch
 
 __all__ = ("InMemoryWindowStore",)
@@ -28,6 +29,8 @@ class InMemoryWindowStore:
     the reverse; ``None`` bounds are open.
 
     :param window_size_ms: used to rebuild ``Window(start, start + size)`` for results.
+    :raises TypeError: ``window_size_ms`` or ``retention_ms`` is not an ``int``.
+    :raises ValueError: ``window_size_ms < 0`` or ``retention_ms < 0``.
     """
 
     persistent = False
@@ -36,6 +39,8 @@ class InMemoryWindowStore:
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
                  window_size_ms: int, retention_ms: int) -> None:
+        check_store_durations(("window_size_ms", window_size_ms, 0),
+                              ("retention_ms", retention_ms, 0))
         self.name = name
         self._key_bytes = key_serializer
         self.window_size_ms = window_size_ms

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...windows import Window, Windowed
-from ..segments import window_segment_interval
+from ..segments import check_store_durations, window_segment_interval
 from ..versioned import segment_id
 from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_window_fetch
 from .codec import decode_int64, encode_int64
@@ -88,12 +88,8 @@ class RocksDBWindowStore(SegmentedStore):
 
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None],
                  window_size_ms: int, retention_ms: int, keyspace: Keyspace) -> None:
-        for what, value, least in (("window_size_ms", window_size_ms, 0),
-                                   ("retention_ms", retention_ms, 0)):
-            if type(value) is not int:
-                raise TypeError(f"{what} is an int (ms), got {type(value).__name__}")
-            if value < least:
-                raise ValueError(f"{what} is at least {least} ms, got {value}")
+        check_store_durations(("window_size_ms", window_size_ms, 0),
+                              ("retention_ms", retention_ms, 0))
         self._bind(name, key_serializer, retention_ms, keyspace)
         self.window_size_ms = window_size_ms
         self.segment_interval_ms = window_segment_interval(retention_ms)
