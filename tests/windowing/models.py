@@ -62,6 +62,22 @@ def run(topology: Topology, records: list[tuple[str, int]], flush_at: int | None
     return everything, final, driver
 
 
+def final_across_restarts(windows: Any, parts: list[list[tuple[str, int]]], flush_at: int,
+                          state_dir: Any) -> tuple[list[Row], list[Row]]:
+    """Final results of one uninterrupted run over the parts' records, and of durable drivers
+    on ``state_dir``, one closed after each part, then one that only flushes."""
+    data = [record for part in parts for record in part]
+    _, expected, whole = run(final_counts_topology(windows), data, flush_at=flush_at)
+    whole.close()
+    got: list[Any] = []
+    for part in [*parts, []]:
+        _, final, driver = run(final_counts_topology(windows), part,
+                               flush_at=None if part else flush_at, state_dir=state_dir)
+        got += final
+        driver.close()
+    return rows(expected), rows(got)
+
+
 def no_update_after_final(everything: list[Any]) -> None:
     """Assert that no window is emitted twice, nor updated after its final result."""
     emitted: set[Any] = set()

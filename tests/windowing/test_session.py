@@ -28,6 +28,7 @@ from topology import (
 from topology.serde import windowed_serializer
 
 from .models import (
+    final_across_restarts,
     final_counts_topology,
     no_update_after_final,
     rows,
@@ -176,19 +177,10 @@ def test_session_keys_serialize_as_kafka() -> None:
 
 def test_restart_restores_sessions(tmp_path: Path) -> None:
     data = [("a", 1), ("b", 3), ("a", 4), ("b", 20), ("a", 9), ("a", 30), ("b", 22), ("a", 2)]
-    w = SessionWindows.of_inactivity_gap_and_grace(5, 20)
-    _, expected, whole = run(final_counts_topology(w), data, flush_at=200)
-    whole.close()
-    got: list[Any] = []
-    for part in (data[:3], data[3:5], data[5:]):
-        _, final, driver = run(final_counts_topology(w), part, flush_at=None, state_dir=tmp_path)
-        got += final
-        driver.close()
-    _, final, driver = run(final_counts_topology(w), [], flush_at=200, state_dir=tmp_path)
-    got += final
-    driver.close()
-    assert rows(expected) == session_model(data, 5)
-    assert rows(got) == rows(expected)
+    expected, got = final_across_restarts(SessionWindows.of_inactivity_gap_and_grace(5, 20),
+                                          [data[:3], data[3:5], data[5:]], 200, tmp_path)
+    assert expected == session_model(data, 5)
+    assert got == expected
 
 
 keys = st.sampled_from(["a", "b", "c"])

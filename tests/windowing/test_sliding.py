@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +20,7 @@ from topology.runtime.processors.sliding import SlidingWindowAggregateProcessor
 
 from .models import (
     FLUSH_KEY,
+    final_across_restarts,
     final_counts_topology,
     no_update_after_final,
     rows,
@@ -120,42 +120,17 @@ def test_zero_time_difference(persistent: bool, tmp_path: Path) -> None:
             ("a", 3, 3, 2, 3), ("a", 4, 4, 1, 4), ("a", 9, 9, 1, 9), ("b", 4, 4, 1, 4)]
 
 
-def test_zero_time_difference_restarts_from_rocksdb(tmp_path: Path) -> None:
-    """Windows [t, t] on disk: a driver closed mid-stream goes on with them (a window that
-    got a record before the restart and one after is counted once, with both)."""
-    w = SlidingWindows.of_time_difference_and_grace(0, 5)
-    data = [("a", 3), ("b", 4), ("a", 3), ("a", 6), ("b", 4), ("a", 7)]
-    _, expected, whole = run(final_counts_topology(w), data, flush_at=50)
-    whole.close()
-    got: list[Any] = []
-    for part in (data[:3], data[3:]):
-        _, final, driver = run(final_counts_topology(w), part, flush_at=None, state_dir=tmp_path)
-        got += final
-        driver.close()
-    _, final, driver = run(final_counts_topology(w), [], flush_at=50, state_dir=tmp_path)
-    got += final
-    driver.close()
-    assert rows(expected) == sliding_model(data, 0)
-    assert rows(got) == rows(expected)
-
-
-def test_restart_restores_windows(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("d", "grace", "data"), [
+    (10, 3, [("a", 1), ("b", 3), ("a", 12), ("b", 20), ("a", 25), ("a", 27), ("b", 31)]),
+    (0, 5, [("a", 3), ("b", 4), ("a", 3), ("a", 6), ("b", 4), ("a", 7)]),  # windows [t, t]
+])
+def test_restart_restores_windows(d: int, grace: int, data: list[tuple[str, int]],
+                                  tmp_path: Path) -> None:
     """A durable driver closed mid-stream continues with the windows it had committed."""
-    d = 10
-    data = [("a", 1), ("b", 3), ("a", 12), ("b", 20), ("a", 25), ("a", 27), ("b", 31)]
-    w = SlidingWindows.of_time_difference_and_grace(d, 3)
-    _, expected, whole = run(final_counts_topology(w), data, flush_at=200)
-    whole.close()
-    got: list[Any] = []
-    for part in (data[:3], data[3:]):
-        _, final, driver = run(final_counts_topology(w), part, flush_at=None, state_dir=tmp_path)
-        got += final
-        driver.close()
-    _, final, driver = run(final_counts_topology(w), [], flush_at=200, state_dir=tmp_path)
-    got += final
-    driver.close()
-    assert rows(expected) == sliding_model(data, d)
-    assert rows(got) == rows(expected)
+    expected, got = final_across_restarts(SlidingWindows.of_time_difference_and_grace(
+        d, grace), [data[:3], data[3:]], 200, tmp_path)
+    assert expected == sliding_model(data, d)
+    assert got == expected
 
 
 keys = st.sampled_from(["a", "b", "c"])
