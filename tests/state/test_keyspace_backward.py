@@ -1,7 +1,8 @@
 """Backward reads of ranges longer than their block: the forward sequence reversed, in the view
 of the call (pending writes then, committed data then), and released by closing the database.
 
-A keyspace's ``_backward_block`` is set small here so that a few keys span many blocks.
+A keyspace's ``_backward_block`` and ``_backward_steps`` are set small here, so that a few
+keys span many blocks.
 """
 
 from __future__ import annotations
@@ -52,14 +53,16 @@ def apply(keyspace: Keyspace, view: dict[bytes, bytes], ops: list[tuple[object, 
                 del view[key]
 
 
-def fresh(db: StateDB, committed: dict[bytes, bytes], block: int) -> Keyspace:
-    """Keyspace ``a`` holding exactly ``committed``, committed, read in blocks of ``block``."""
+def fresh(db: StateDB, committed: dict[bytes, bytes], block: int, steps: int) -> Keyspace:
+    """Keyspace ``a`` holding exactly ``committed``, committed, read backwards in blocks of
+    ``block`` below ``steps`` backward steps."""
     keyspace = db.keyspace("a")
     keyspace.delete_range(*EVERYTHING)
     for key, value in committed.items():
         keyspace.put(key, value)
     db.commit()
     keyspace._backward_block = block
+    keyspace._backward_steps = steps
     return keyspace
 
 
@@ -76,10 +79,11 @@ def test_backward_is_forward_reversed_across_blocks(tmp_path: Path) -> None:
     with StateDB.open(tmp_path / "state") as db:
 
         @settings(max_examples=150, deadline=None)
-        @given(committed=COMMITTED, ops=OPS, lo=BOUNDS, hi=BOUNDS, block=st.integers(1, 5))
+        @given(committed=COMMITTED, ops=OPS, lo=BOUNDS, hi=BOUNDS, block=st.integers(1, 5),
+               steps=st.integers(1, 6))
         def check(committed: dict[bytes, bytes], ops: list[tuple[object, ...]],
-                  lo: bytes | None, hi: bytes | None, block: int) -> None:
-            keyspace = fresh(db, committed, block)
+                  lo: bytes | None, hi: bytes | None, block: int, steps: int) -> None:
+            keyspace = fresh(db, committed, block, steps)
             view = dict(committed)
             apply(keyspace, view, ops)
             forward = list(keyspace.items(lo, hi))
@@ -97,11 +101,12 @@ def test_backward_read_keeps_the_view_of_its_call(tmp_path: Path) -> None:
 
         @settings(max_examples=150, deadline=None)
         @given(committed=COMMITTED, ops=OPS, later=OPS, lo=BOUNDS, hi=BOUNDS,
-               block=st.integers(1, 5), taken=st.integers(0, 12), commits=st.integers(0, 2))
+               block=st.integers(1, 5), steps=st.integers(1, 6), taken=st.integers(0, 12),
+               commits=st.integers(0, 2))
         def check(committed: dict[bytes, bytes], ops: list[tuple[object, ...]],
                   later: list[tuple[object, ...]], lo: bytes | None, hi: bytes | None,
-                  block: int, taken: int, commits: int) -> None:
-            keyspace = fresh(db, committed, block)
+                  block: int, steps: int, taken: int, commits: int) -> None:
+            keyspace = fresh(db, committed, block, steps)
             view = dict(committed)
             apply(keyspace, view, ops)
             reading = keyspace.items(lo, hi, reverse=True)
@@ -117,13 +122,14 @@ def test_backward_read_keeps_the_view_of_its_call(tmp_path: Path) -> None:
         check()
 
 
+@pytest.mark.parametrize("steps", [1, 3])
 @pytest.mark.parametrize("block", [1, 2, 3, 4])
-def test_commits_after_each_item_of_a_backward_read_do_not_show(tmp_path: Path,
-                                                                block: int) -> None:
-    """Ten committed keys read backwards in blocks of ``block``, with a commit before the
-    first step and after every item, each one replacing the whole keyspace."""
+def test_commits_after_each_item_of_a_backward_read_do_not_show(tmp_path: Path, block: int,
+                                                                steps: int) -> None:
+    """Ten committed keys read backwards in blocks of ``block`` after ``steps`` backward steps,
+    with a commit before the first step and after every item, each replacing the keyspace."""
     with StateDB.open(tmp_path / "state") as db:
-        keyspace = fresh(db, {b"%02d" % i: b"old" for i in range(10)}, block)
+        keyspace = fresh(db, {b"%02d" % i: b"old" for i in range(10)}, block, steps)
         reading = keyspace.items(b"01", reverse=True)
         read = []
         for step in range(10):
@@ -135,8 +141,9 @@ def test_commits_after_each_item_of_a_backward_read_do_not_show(tmp_path: Path,
 
 
 def test_a_commit_deleting_everything_does_not_cut_a_long_read(tmp_path: Path) -> None:
-    """The real block size: a commit that deletes the whole range after the first items of a
-    backward read over 3.5 blocks; the read still yields every item of its call."""
+    """The real block and step counts: a commit that deletes the whole range after the
+    first item of a backward read over 3.5 blocks; the read still yields every item of its
+    call."""
     with StateDB.open(tmp_path / "state") as db:
         keyspace = db.keyspace("a")
         count = keyspace._backward_block * 7 // 2
@@ -164,6 +171,7 @@ def test_close_during_a_long_backward_read_releases_rocksdb(
     keyspace = db.keyspace("a")
     if block is not None:
         keyspace._backward_block = block
+        keyspace._backward_steps = 2
     count = keyspace._backward_block * 5 // 2 + 3
     for i in range(count):
         keyspace.put(b"%08d" % i, b"v")

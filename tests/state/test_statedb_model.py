@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 from topology.state.rocksdb import StateDB
-from topology.state.rocksdb.keyspace import BACKWARD_BLOCK
+from topology.state.rocksdb.keyspace import BACKWARD_BLOCK, BACKWARD_STEPS
 
 #: Keys where unsigned byte order, prefixes and the extremes matter, plus arbitrary short ones.
 KEYS = st.sampled_from(
@@ -118,11 +118,12 @@ class StateDBMachine(RuleBasedStateMachine):
         """A backward read longer than its block reads the range block by block."""
         keyspace = self.db.keyspace(name)
         expected = sorted((k, v) for k, v in self.view[name].items() if _in(k, lo, hi))
-        keyspace._backward_block = block
+        keyspace._backward_block = keyspace._backward_steps = block
         try:
             backward = list(keyspace.items(lo, hi, reverse=True))
         finally:
             keyspace._backward_block = BACKWARD_BLOCK
+            keyspace._backward_steps = BACKWARD_STEPS
         assert backward == expected[::-1]
 
     @rule(name=NAMES, lo=BOUNDS, hi=BOUNDS, block=st.integers(1, 3), taken=st.integers(0, 4))
@@ -131,7 +132,7 @@ class StateDBMachine(RuleBasedStateMachine):
         """A commit after ``taken`` items of a backward read changes nothing it yields."""
         keyspace = self.db.keyspace(name)
         expected = sorted((k, v) for k, v in self.view[name].items() if _in(k, lo, hi))
-        keyspace._backward_block = block
+        keyspace._backward_block = keyspace._backward_steps = block
         try:
             reading = keyspace.items(lo, hi, reverse=True)
             backward = list(islice(reading, taken))
@@ -143,6 +144,7 @@ class StateDBMachine(RuleBasedStateMachine):
             backward += reading
         finally:
             keyspace._backward_block = BACKWARD_BLOCK
+            keyspace._backward_steps = BACKWARD_STEPS
         assert backward == expected[::-1]
 
     @rule(name=NAMES, keys=st.lists(KEYS, max_size=4))
@@ -172,7 +174,7 @@ def test_backward_reads_past_the_first_block(tmp_path: Path, block: int) -> None
     writes and bounds: exactly the reversed forward sequence."""
     with StateDB.open(tmp_path / "state") as db:
         keyspace = db.keyspace("a")
-        keyspace._backward_block = block
+        keyspace._backward_block = keyspace._backward_steps = block
         for i in range(10):
             keyspace.put(b"k%d" % i, b"v%d" % i)
         db.commit()
