@@ -37,9 +37,10 @@ step there is a search from the top (measured on 200 k committed keys: 3.1x the 
 reversed. In a longer one, the first block (in key order) is kept, to be yielded last; the
 top :data:`BACKWARD_STEPS` items are read backwards, so that the first items come at once;
 if the reader goes on, one pass over the keys in between notes the first key of every block
-of them, and each block, from the last one down, is read forward from its key. On 200 k
-memtable keys the whole read takes 1.3x the forward time instead of 2.4x
-(``benchmarks/iteration.py``). Memory: at most two blocks and one key per block."""
+of them, and each block, from the last one down, is read forward from its key. Reading a
+keyspace of 200 k memtable keys backwards so takes 1.3x the forward time instead of 2.4x
+(``benchmarks/iteration.py`` measures the stores both ways). Memory: at most two blocks and
+one key per block."""
 
 BACKWARD_STEPS = 1 << 10
 """How many items at the top of a range longer than :data:`BACKWARD_BLOCK` a backward read
@@ -57,7 +58,7 @@ O(log pending) keys and moves pointers."""
 class _Pin:
     """Keeps the view of a backward read that has RocksDB iterators still to open.
 
-    A long backward read opens an iterator per block as it goes (see :data:`BACKWARD_BLOCK`);
+    A long backward read opens RocksDB iterators as it goes (see :data:`BACKWARD_BLOCK`);
     each sees the view of the call as long as nothing was committed since, since only
     ``StateDB.commit`` writes to the database. Before it writes, the commit calls the pin of
     every live backward read: the pin opens one raw RocksDB iterator on the data as it still
