@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 from topology.state.rocksdb import StateDB
-from topology.state.rocksdb import keyspace as keyspace_module
+from topology.state.rocksdb.keyspace import BACKWARD_BLOCK, BACKWARD_STEPS
 
 #: Keys where unsigned byte order, prefixes and the extremes matter, plus arbitrary short ones.
 KEYS = st.sampled_from(
@@ -112,17 +113,38 @@ class StateDBMachine(RuleBasedStateMachine):
         assert list(keyspace.items(lo, hi, reverse=True)) == forward[::-1]
 
     @rule(name=NAMES, lo=BOUNDS, hi=BOUNDS, block=st.integers(1, 3))
-    def iterate_backwards_past_the_forward_block(self, name: str, lo: bytes | None,
-                                                 hi: bytes | None, block: int) -> None:
-        """A backward read longer than its forward block reads the rest backwards."""
+    def iterate_backwards_past_the_first_block(self, name: str, lo: bytes | None,
+                                               hi: bytes | None, block: int) -> None:
+        """A backward read longer than its block reads the range block by block."""
         keyspace = self.db.keyspace(name)
         expected = sorted((k, v) for k, v in self.view[name].items() if _in(k, lo, hi))
-        saved = keyspace_module.BACKWARD_BLOCK
-        keyspace_module.BACKWARD_BLOCK = block
+        keyspace._backward_block = keyspace._backward_steps = block
         try:
             backward = list(keyspace.items(lo, hi, reverse=True))
         finally:
-            keyspace_module.BACKWARD_BLOCK = saved
+            keyspace._backward_block = BACKWARD_BLOCK
+            keyspace._backward_steps = BACKWARD_STEPS
+        assert backward == expected[::-1]
+
+    @rule(name=NAMES, lo=BOUNDS, hi=BOUNDS, block=st.integers(1, 3), taken=st.integers(0, 4))
+    def commit_during_a_backward_read(self, name: str, lo: bytes | None, hi: bytes | None,
+                                      block: int, taken: int) -> None:
+        """A commit after ``taken`` items of a backward read changes nothing it yields."""
+        keyspace = self.db.keyspace(name)
+        expected = sorted((k, v) for k, v in self.view[name].items() if _in(k, lo, hi))
+        keyspace._backward_block = keyspace._backward_steps = block
+        try:
+            reading = keyspace.items(lo, hi, reverse=True)
+            backward = list(islice(reading, taken))
+            keyspace.put(b"\x80", b"after the call")
+            keyspace.delete_range(b"", b"\x80")
+            kept = {k: v for k, v in self.view[name].items() if k >= b"\x80"}
+            self.view[name] = {**kept, b"\x80": b"after the call"}
+            self.commit()
+            backward += reading
+        finally:
+            keyspace._backward_block = BACKWARD_BLOCK
+            keyspace._backward_steps = BACKWARD_STEPS
         assert backward == expected[::-1]
 
     @rule(name=NAMES, keys=st.lists(KEYS, max_size=4))
@@ -147,13 +169,12 @@ test_statedb_matches_a_dict_model = StateDBMachine.TestCase
 
 
 @pytest.mark.parametrize("block", [1, 2, 3, 9, 10, 11])
-def test_backward_reads_past_the_forward_block(tmp_path: Path, block: int,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ten committed keys read backwards with a forward block of ``block``, with and without
-    pending writes and bounds: exactly the reversed forward sequence."""
-    monkeypatch.setattr(keyspace_module, "BACKWARD_BLOCK", block)
+def test_backward_reads_past_the_first_block(tmp_path: Path, block: int) -> None:
+    """Ten committed keys read backwards in blocks of ``block``, with and without pending
+    writes and bounds: exactly the reversed forward sequence."""
     with StateDB.open(tmp_path / "state") as db:
         keyspace = db.keyspace("a")
+        keyspace._backward_block = keyspace._backward_steps = block
         for i in range(10):
             keyspace.put(b"k%d" % i, b"v%d" % i)
         db.commit()

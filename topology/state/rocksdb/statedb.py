@@ -217,8 +217,9 @@ class StateDB:
 
         :raises TypeError: a meta key is not bytes or a value is neither bytes nor ``None``
             (nothing is written; the pending writes stay).
-        :raises StateStoreError: the write failed (full disk, I/O error), or the database was
-            already closed or failed.
+        :raises StateStoreError: the write failed (full disk, I/O error), RocksDB could not
+            open the iterator that keeps a live backward read's view (nothing is written; the
+            pending writes stay), or the database was already closed or failed.
         """
         database = self._usable("commit")
         entries = list(meta.items()) if meta else []
@@ -228,17 +229,24 @@ class StateDB:
                     "commit meta maps bytes to bytes or None, got "
                     f"{type(key).__name__} -> {type(value).__name__}"
                 )
+        dirty = [keyspace for keyspace in self._keyspaces.values() if keyspace._dirty]
+        if not (dirty or entries):
+            return
+        try:
+            self._keep_views()
+        except Exception as exc:
+            raise StateStoreError(
+                self._path, "commit",
+                f"cannot keep the view of a live backward read: {describe_rocksdb_error(exc)}",
+            ) from exc
         meta_keyspace = self._meta
         for key, value in entries:
             if value is None:
                 meta_keyspace.delete(key)
             else:
                 meta_keyspace.put(key, value)
-        dirty = [keyspace for keyspace in self._keyspaces.values() if keyspace._dirty]
         if entries:
             dirty.append(meta_keyspace)
-        if not dirty:
-            return
         batch = WriteBatch(raw_mode=True)
         for keyspace in dirty:
             keyspace._write_pending(batch)
@@ -372,6 +380,18 @@ class StateDB:
             raise StateStoreError(self._path, operation, self._unusable or "the StateDB is closed")
         return self._db
 
+    def _keep_views(self) -> None:
+        """Before a commit: let every live backward read keep reading the data of its call.
+
+        See ``keyspace._Pin``: each pin opens one RocksDB iterator on the data as it is
+        before the write, once; a read that needs no further iterator has cleared its pin.
+        """
+        for cursor in list(self._cursors):
+            pin = cursor.pin
+            if pin is not None:
+                cursor.pin = None
+                pin()
+
     def _fail(self, reason: str) -> None:
         """Make every later call but :meth:`close` raise ``reason`` (after a failed write)."""
         self._failed = True
@@ -389,6 +409,7 @@ class StateDB:
 
         for cursor in list(self._cursors):
             cursor.next = unusable
+            cursor.pin = None
         self._cursors.clear()
         self._meta._detach(reason)
 
