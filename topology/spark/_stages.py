@@ -22,15 +22,17 @@ import pyarrow as pa
 
 from suppress.entry import RecordContext
 
+from ..runtime.metrics import DropReason
 from ..runtime.processor import Entry, InternalProcessor
 from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde
 from ..windows import Window, Windowed
-from ._compile import ChainSpec, WindowSpec
+from ._compile import DROPS, ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
 
-__all__ = ("FRAME", "Chain", "frame", "pre_stage", "records_of_frame", "window_records")
+__all__ = ("DROP_REASONS", "FRAME", "Chain", "drop_counts", "drop_frame", "frame", "pre_stage",
+           "records_of_frame", "window_records")
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
@@ -42,6 +44,12 @@ that reached it before in the same partition of the micro-batch (-1 for none). F
 the as-of join sends on to a windowed aggregation, ``seq`` is the position of the stream
 record it joined and ``st`` its index among the records that one gave, so that the
 aggregation folds them in the order the stream records arrived."""
+
+DROP_REASONS = (DropReason.NULL_KEY, DropReason.NULL_VALUE, DropReason.OUT_OF_ORDER,
+                DropReason.EXPIRED_VERSION, DropReason.EXPIRED_WINDOW)
+"""The reasons a batched processor's drop rows may carry (the runner observes each)."""
+
+_REASON_KEY = "dropped-records-total{reason="
 
 Out = tuple[int, Any, Any, int, tuple[tuple[str, bytes | None], ...]]
 """A record leaving a chain: ``(route, key, value, timestamp, headers)``."""
@@ -159,6 +167,41 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         pa.array(st, pa.int64()),
     ], schema=FRAME)
     return batch, seen
+
+
+def drop_counts(metrics: Mapping[str, float], before: Mapping[str, float]) -> dict[str, int]:
+    """Drops by reason in ``metrics`` (``TaskMetrics.as_dict()``) that ``before`` lacked."""
+    out = {}
+    for name, value in metrics.items():
+        if name.startswith(_REASON_KEY):
+            n = int(value - before.get(name, 0.0))
+            if n:
+                out[name[len(_REASON_KEY):-1]] = n
+    return out
+
+
+def drop_frame(drops: Mapping[str, int]) -> pa.RecordBatch:
+    """Drop counts as record-frame rows of route :data:`~topology.spark._compile.DROPS`.
+
+    :raises ValueError: for a reason outside :data:`DROP_REASONS` (the runner would not see
+        it).
+    """
+    unknown = sorted(set(drops) - set(DROP_REASONS))
+    if unknown:
+        raise ValueError(f"drop reasons {unknown} are not among {DROP_REASONS}: the runner "
+                         f"would not count them")
+    reasons = sorted(drops)
+    n = len(reasons)
+    return pa.RecordBatch.from_arrays([
+        pa.array([DROPS] * n, pa.int32()),
+        pa.array([r.encode() for r in reasons], pa.binary()),
+        pa.nulls(n, pa.binary()),
+        pa.array([drops[r] for r in reasons], pa.int64()),
+        pa.nulls(n, pa.binary()),
+        pa.nulls(n, pa.binary()),
+        pa.array([0] * n, pa.int64()),
+        pa.array([-1] * n, pa.int64()),
+    ], schema=FRAME)
 
 
 def pre_stage(plan: BatchPlan, topic: str,
