@@ -200,9 +200,11 @@ def concatenated() -> Topology:
 
 def driver_metrics(topology: Topology, rows: list[Row]) -> dict[str, float]:
     with TopologyTestDriver(topology) as driver:
-        clicks = driver.create_input_topic("clicks", Serdes.bytes(), Serdes.bytes())
-        for _, key, value, ts in rows:
-            clicks.pipe_input(key, value, timestamp=ts)
+        inputs: dict[str, Any] = {}
+        for name, key, value, ts in rows:
+            if name not in inputs:
+                inputs[name] = driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
+            inputs[name].pipe_input(key, value, timestamp=ts)
         return driver.metrics()
 
 
@@ -312,16 +314,21 @@ def level_rows(seed: int, n: int = 300) -> list[Row]:
 
 def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
                                                     ) -> None:
+    """Also a record with a null key, which the table drops and counts, as in the driver."""
     data = level_rows(seed=4)
+    data.insert(100, ("levels", None, L.serialize(7), data[100][3]))
     write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
     out = sinks.memory()
-    DistributedRunner(rate_limited_levels(),
-                      sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
-                      sinks={"levels-limited": out},
-                      checkpoint_dir=str(tmp_path / "chk")).run_available()
+    runner = DistributedRunner(rate_limited_levels(),
+                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                               sinks={"levels-limited": out},
+                               checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
     expected = driver_records(rate_limited_levels(), data, "levels-limited")
     assert len(expected) > 20 and any(r.value is None for r in expected)
     assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+    assert drops(runner.metrics()) == drops(driver_metrics(rate_limited_levels(), data)) == {
+        "dropped-records-total": 1.0, "dropped-records-total{reason=null-key}": 1.0}
 
 
 def converted_payments(left: bool, grace: int | None = None, retention: int = 400

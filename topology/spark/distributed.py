@@ -145,6 +145,11 @@ class DistributedRunner:
         schema = StructType.fromJson(_spark_schema(FRAME))
         stateful = self._plan.join or self._plan.window or self._plan.limit
         key_bytes = None if stateful is None else stateful.key_serializer
+        pack = None
+        if self._plan.limit is not None:
+            from ._time_limit import buckets
+
+            pack = buckets(self._plan.limit)
         frames = []
         for topic, df in self._sources.items():
             if self._native(topic) is not None:
@@ -155,7 +160,7 @@ class DistributedRunner:
                       (consumed.key_serde, consumed.value_serde)}
             selected = df.select(*[_col(name) for name in batch_plan.selected])
             frames.append(selected.mapInArrow(
-                pre_stage(batch_plan, topic, serdes, self._plan.pre, key_bytes), schema))
+                pre_stage(batch_plan, topic, serdes, self._plan.pre, key_bytes, pack), schema))
         return frames
 
     def _aggregated(self, frames: list[Any]) -> tuple[Any, Any]:
@@ -216,8 +221,11 @@ class DistributedRunner:
         out = out.drop("window")
         if native:
             out = out.withColumn("k", F.col("kb"))
-        # Spark's hopping windows start before 0 for the first records; a task's never do
-        out = out.where(F.col("start") >= 0)
+        if window.gap_ms is None and window.advance_ms < window.size_ms:
+            # Spark's hopping windows start before 0 for the first records; a task's never
+            # do (tumbling windows and sessions of timestamps from 0 on start at 0 or later,
+            # and Spark would evaluate the filter on every input record)
+            out = out.where(F.col("start") >= 0)
         return out, key_mode
 
     def _time_limited(self, frames: list[Any]) -> Any:
@@ -225,18 +233,19 @@ class DistributedRunner:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        from ._time_limit import TimeLimitProcessor, buckets
+        from ._time_limit import TimeLimitProcessor
 
         limit = self._plan.limit
         assert limit is not None
-        rows = _null_keys_observed(_union(frames))
-        rows = (rows.where(F.col("kb").isNotNull())
-                .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(buckets(limit))))
-                # Spark drops input at or below the watermark, which starts at 0: event times
-                # are shifted by 1 ms, and the delay of 1 ms gives back the largest timestamp
-                # of the earlier micro-batches as the watermark
-                .withColumn("et", F.timestamp_millis(F.col("ts") + 1))
-                .withColumn("bt", F.current_timestamp())
+        rows = _drops_observed(_union(frames))
+        # the records come packed, a row per key bucket (its number in seq): only the
+        # pack and its largest timestamp travel on
+        rows = (rows.where(F.col("route") == AGGREGATION)
+                .select(F.col("seq").alias("bucket"), "k",
+                        # Spark drops input at or below the watermark, which starts at 0:
+                        # event times are shifted by 1 ms, and the delay of 1 ms gives back
+                        # the largest timestamp of the earlier micro-batches as the watermark
+                        F.timestamp_millis(F.col("ts") + 1).alias("et"))
                 .withWatermark("et", "1 millisecond"))
         schema = StructType.fromJson(_spark_schema(FRAME))
         return rows.groupBy("bucket").transformWithStateInPandas(
@@ -263,11 +272,7 @@ class DistributedRunner:
         out = rows.groupBy("bucket").transformWithStateInPandas(
             AsOfJoinProcessor(join, joined, None if window is None else window.key_serializer),
             schema, "Append", "None")
-        route, reason = F.col("route"), F.col("k")
-        return out.observe(JOIN_DROPS, *[
-            F.coalesce(F.sum(F.when((route == DROPS) & (reason == F.lit(name.encode())),
-                                    F.col("ts"))), F.lit(0)).alias(name)
-            for name in DROP_REASONS])
+        return _drops_observed(out)
 
     def _query_frame(self) -> tuple[Any, str, Any]:
         """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
@@ -474,11 +479,11 @@ class DistributedRunner:
                 null_keys = observed.get(NULL_KEYS)
                 if null_keys is not None and null_keys["n"]:
                     self._dropped[DropReason.NULL_KEY] += int(null_keys["n"])
-                joined = observed.get(JOIN_DROPS)
-                if joined is not None:
+                counted = observed.get(DROPS_SEEN)
+                if counted is not None:
                     for reason in DROP_REASONS:
-                        if joined[reason]:
-                            self._dropped[reason] += int(joined[reason])
+                        if counted[reason]:
+                            self._dropped[reason] += int(counted[reason])
 
     def __enter__(self) -> DistributedRunner:
         return self
@@ -531,8 +536,20 @@ NULL_KEYS = "topology.null-keys"
 """The observed metric (``Dataset.observe``) counting records the stateful node drops for
 their null key, before Spark's operator."""
 
-JOIN_DROPS = "topology.join-drops"
-"""The observed metric summing the as-of join processor's drop rows, one column a reason."""
+DROPS_SEEN = "topology.drops"
+"""The observed metric summing the drop rows (route ``DROPS``) of the as-of join's processor
+or of the packing ``mapInArrow`` stage before the time limit, one column a reason."""
+
+
+def _drops_observed(rows: Any) -> Any:
+    """``rows``, their drop rows summed per reason as they pass."""
+    from pyspark.sql import functions as F
+
+    route, reason = F.col("route"), F.col("k")
+    return rows.observe(DROPS_SEEN, *[
+        F.coalesce(F.sum(F.when((route == DROPS) & (reason == F.lit(name.encode())),
+                                F.col("ts"))), F.lit(0)).alias(name)
+        for name in DROP_REASONS])
 
 
 def _null_keys_observed(rows: Any) -> Any:
