@@ -331,6 +331,28 @@ def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path
         "dropped-records-total": 1.0, "dropped-records-total{reason=null-key}": 1.0}
 
 
+def test_a_time_limit_keeps_records_behind_sparks_watermark(rocksdb_state: Any,
+                                                           tmp_path: Path) -> None:
+    """Two records far behind the watermark of two micro-batches before: Spark does not
+    drop them (its watermark only times the processors), they are buffered as the driver
+    buffers them."""
+    first, second, third = batches(level_rows(seed=4), 3)
+    late = [("levels", b"sensor-1", first[0][2], 3), ("levels", b"sensor-2", first[0][2], 5)]
+    parts = [first, second, [*late, *third]]
+    data = [r for part in parts for r in part]
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in parts])
+    out = sinks.memory()
+    runner = DistributedRunner(rate_limited_levels(),
+                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                               sinks={"levels-limited": out},
+                               checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    expected = driver_records(rate_limited_levels(), data, "levels-limited")
+    assert {(r.key, r.timestamp) for r in expected} >= {("sensor-1", 3), ("sensor-2", 5)}
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+    assert runner.metrics()["dropped-records-total"] == 0.0
+
+
 def converted_payments(left: bool, grace: int | None = None, retention: int = 400
                        ) -> Topology:
     """Payments re-keyed to their currency, joined as of their time with a versioned table."""

@@ -10,6 +10,10 @@ The records reach it packed: one row per bucket and input batch of the ``mapInAr
 before it (:func:`~topology.spark._stages.packed_frame`), so Spark moves, sorts and converts
 to pandas a few rows per micro-batch, not one per record.
 
+Spark's watermark only times the processor: its input carries no event-time column, so
+Spark drops none of it as late, and a record behind the watermark is buffered as a task
+buffers a record behind its stream time.
+
 Inside a call the library's own :class:`~suppress.processor.SuppressProcessor` does the work,
 restored from the state value, on the records in arrival order. Its stream time is the
 task's, rebuilt: at the start of a micro-batch, Spark's watermark (the largest timestamp of

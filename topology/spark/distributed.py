@@ -239,14 +239,17 @@ class DistributedRunner:
         assert limit is not None
         rows = _drops_observed(_union(frames))
         # the records come packed, a row per key bucket (its number in seq): only the
-        # pack and its largest timestamp travel on
+        # pack and its largest timestamp travel on, and the timestamp only as far as the
+        # watermark: without an event-time column Spark drops no input of the processor as
+        # late (the driver's suppression buffers records behind its stream time too)
         rows = (rows.where(F.col("route") == AGGREGATION)
                 .select(F.col("seq").alias("bucket"), "k",
                         # Spark drops input at or below the watermark, which starts at 0:
                         # event times are shifted by 1 ms, and the delay of 1 ms gives back
                         # the largest timestamp of the earlier micro-batches as the watermark
                         F.timestamp_millis(F.col("ts") + 1).alias("et"))
-                .withWatermark("et", "1 millisecond"))
+                .withWatermark("et", "1 millisecond")
+                .select("bucket", "k"))
         schema = StructType.fromJson(_spark_schema(FRAME))
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
@@ -405,9 +408,10 @@ class DistributedRunner:
             such records share a key, window and micro-batch; every late drop shows at
             least once. Spark's watermark for late records is the one of the previous
             micro-batch, so it keeps records that a task's stream time would drop.
-          - ``behind-watermark``: records the time limit's ``transformWithState`` operator
-            dropped behind Spark's watermark (same caveat; none for input in timestamp
-            order).
+          - ``behind-watermark``: input rows a ``transformWithState`` operator dropped
+            behind Spark's watermark. None are expected: the time limit's processors get
+            their input without an event-time column (the watermark only times them), and
+            the join's keep no watermark.
 
         - ``records-in-total``: rows the query read from its sources (Spark's
           ``numInputRows``).
