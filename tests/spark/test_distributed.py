@@ -185,6 +185,61 @@ def test_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path, 
         assert as_multiset(out[t].read_records_to_list()) == as_multiset(expected), t
 
 
+def concatenated() -> Topology:
+    """A windowed reduce (Python per record in Spark), in arrival order."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+     .group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(100, 20))
+     .reduce(lambda pages, page: pages + page)
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+     .to_stream()
+     .to("counts"))
+    return b.build()
+
+
+def driver_metrics(topology: Topology, rows: list[Row]) -> dict[str, float]:
+    with TopologyTestDriver(topology) as driver:
+        inputs: dict[str, Any] = {}
+        for name, key, value, ts in rows:
+            if name not in inputs:
+                inputs[name] = driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
+            inputs[name].pipe_input(key, value, timestamp=ts)
+        return driver.metrics()
+
+
+def drops(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if k.startswith("dropped-records-total") and v}
+
+
+@pytest.mark.parametrize("topology", [final_counts, concatenated],
+                         ids=["native-count", "reduce"])
+def test_metrics_count_late_and_null_key_records_as_the_driver(
+        spark: Any, tmp_path: Path, topology: Any) -> None:
+    """A record behind Spark's watermark (of the previous micro-batch) and a null key."""
+    first, second, third = batches(click_rows(seed=5), 3)
+    late = [("clicks", b"user-1", b"/late", 5), ("clicks", None, b"/none", third[0][3])]
+    parts = [first, second, [*late, *third]]
+    data = [r for part in parts for r in part]
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in parts])
+    out = sinks.memory()
+    runner = DistributedRunner(topology(), sources={"clicks": stream_of(spark, tmp_path / "in")},
+                               sinks={"counts": out}, checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    expected = driver_records(topology(), data, "counts")
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+    metrics = runner.metrics()
+    in_driver = driver_metrics(topology(), data)
+    assert drops(metrics) == drops(in_driver) == {
+        "dropped-records-total": 2.0, "dropped-records-total{reason=expired-window}": 1.0,
+        "dropped-records-total{reason=null-key}": 1.0}
+    assert metrics["records-in-total"] == len(data)
+    assert metrics["records-out-total"] == metrics["records-out-total{topic=counts}"] == \
+        len(expected)
+    # the windows the last watermark left open, as the suppression's buffer in the driver
+    assert metrics["suppression-buffer-count"] == in_driver["suppression-buffer-count"] > 0
+
+
 def test_custom_columns_and_a_restart_on_the_checkpoint(spark: Any, tmp_path: Path) -> None:
     """Typed columns (string key, epoch-ms bigint); a second run resumes, adding only new."""
     data = click_rows(seed=5)
@@ -259,16 +314,43 @@ def level_rows(seed: int, n: int = 300) -> list[Row]:
 
 def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
                                                     ) -> None:
+    """Also a record with a null key, which the table drops and counts, as in the driver."""
     data = level_rows(seed=4)
+    data.insert(100, ("levels", None, L.serialize(7), data[100][3]))
     write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
     out = sinks.memory()
-    DistributedRunner(rate_limited_levels(),
-                      sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
-                      sinks={"levels-limited": out},
-                      checkpoint_dir=str(tmp_path / "chk")).run_available()
+    runner = DistributedRunner(rate_limited_levels(),
+                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                               sinks={"levels-limited": out},
+                               checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
     expected = driver_records(rate_limited_levels(), data, "levels-limited")
     assert len(expected) > 20 and any(r.value is None for r in expected)
     assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+    assert drops(runner.metrics()) == drops(driver_metrics(rate_limited_levels(), data)) == {
+        "dropped-records-total": 1.0, "dropped-records-total{reason=null-key}": 1.0}
+
+
+def test_a_time_limit_keeps_records_behind_sparks_watermark(rocksdb_state: Any,
+                                                           tmp_path: Path) -> None:
+    """Two records far behind the watermark of two micro-batches before: Spark does not
+    drop them (its watermark only times the processors), they are buffered as the driver
+    buffers them."""
+    first, second, third = batches(level_rows(seed=4), 3)
+    late = [("levels", b"sensor-1", first[0][2], 3), ("levels", b"sensor-2", first[0][2], 5)]
+    parts = [first, second, [*late, *third]]
+    data = [r for part in parts for r in part]
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in parts])
+    out = sinks.memory()
+    runner = DistributedRunner(rate_limited_levels(),
+                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
+                               sinks={"levels-limited": out},
+                               checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    expected = driver_records(rate_limited_levels(), data, "levels-limited")
+    assert {(r.key, r.timestamp) for r in expected} >= {("sensor-1", 3), ("sensor-2", 5)}
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+    assert runner.metrics()["dropped-records-total"] == 0.0
 
 
 def converted_payments(left: bool, grace: int | None = None, retention: int = 400
@@ -330,15 +412,48 @@ def test_an_as_of_join_with_a_versioned_table_in_timestamp_order(
     assert as_multiset(got) == as_multiset(expected)
 
 
-def converted_totals(window: TimeWindows) -> Topology:
-    """The as-of join, re-keyed by account, then final windowed totals, filtered and mapped;
-    a side branch of the joined records to its own topic."""
+@pytest.mark.parametrize("grace", [None, 150], ids=["no-grace", "grace"])
+def test_the_joins_drops_reach_the_runners_metrics(rocksdb_state: Any, tmp_path: Path,
+                                                   grace: int | None) -> None:
+    """A rate with a null key and one older than the history retention: both dropped."""
+    rows = sorted(rate_rows(seed=7) + payment_rows(seed=8, n=120), key=lambda r: r[3])
+    first, second = join_case(rows, 2)
+    dropped: list[Row] = [("rates", None, b"1.0", second[0][0][3]), ("rates", b"EUR", b"1.0", 0)]
+    parts = [first, ([*dropped, *second[0]], second[1])]
+    write_parquet(tmp_path / "rates", [kafka_table(r) for r, _ in parts])
+    write_parquet(tmp_path / "payments", [kafka_table(p) for _, p in parts])
+    out = sinks.memory()
+    runner = DistributedRunner(
+        converted_payments(True, grace),
+        sources={"rates": stream_of(rocksdb_state, tmp_path / "rates"),
+                 "payments": stream_of(rocksdb_state, tmp_path / "payments")},
+        sinks={"converted": out}, checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    early, late = batches(rows, 2)
+    data = [*early, *dropped, *late]  # in timestamp order but for the two dropped rates
+    with TopologyTestDriver(converted_payments(True, grace)) as driver:
+        inputs = {t: driver.create_input_topic(t, Serdes.bytes(), Serdes.bytes())
+                  for t in ("rates", "payments")}
+        for name, key, value, ts in data:
+            inputs[name].pipe_input(key, value, timestamp=ts)
+        expected = driver.create_output_topic("converted").read_records_to_list()
+        in_driver = driver.metrics()
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+    assert drops(runner.metrics()) == drops(in_driver) == {
+        "dropped-records-total": 2.0, "dropped-records-total{reason=expired-version}": 1.0,
+        "dropped-records-total{reason=null-key}": 1.0}
+
+
+def converted_totals(window: TimeWindows, grace: int | None = None) -> Topology:
+    """The as-of join (with a grace period if given), re-keyed by account, then final
+    windowed totals, filtered and mapped; a side branch of the joined records to its own
+    topic."""
     b = StreamsBuilder()
     rates = b.table("rates", Consumed(key_serde=S, value_serde=Serdes.json()),
                     Materialized.versioned("rates", 400))
     converted = (b.stream("payments", Consumed(key_serde=S, value_serde=Serdes.json()))
                  .map(lambda k, p: (p["currency"], (p["account"], p["amount"])))
-                 .join(rates, lambda p, rate: (p[0], round(p[1] * rate, 2))))
+                 .join(rates, lambda p, rate: (p[0], round(p[1] * rate, 2)), grace=grace))
     converted.filter(lambda currency, c: c[1] > 900).to("converted")
     (converted
      .group_by(lambda currency, c: c[0])
@@ -352,22 +467,25 @@ def converted_totals(window: TimeWindows) -> Topology:
     return b.build()
 
 
-@pytest.mark.parametrize("window", [TimeWindows.of_size_and_grace(300, 50).advance_by(100)],
-                         ids=["hopping"])
+@pytest.mark.parametrize(("window", "grace"), [
+    (TimeWindows.of_size_and_grace(300, 50).advance_by(100), None),
+    (TimeWindows.of_size_and_grace(200, 40), 120),
+], ids=["hopping", "join-grace-then-tumbling"])
 def test_an_as_of_join_then_a_windowed_aggregation_in_timestamp_order(
-        rocksdb_state: Any, tmp_path: Path, window: TimeWindows) -> None:
-    """Two stateful steps chained in one query: the join's records feed Spark's window."""
+        rocksdb_state: Any, tmp_path: Path, window: TimeWindows, grace: int | None) -> None:
+    """Two stateful steps chained in one query: the join's records feed Spark's window; with
+    a grace period the join holds records back, so the window sees them later."""
     rows = sorted(rate_rows(seed=2) + payment_rows(seed=12, n=150), key=lambda r: r[3])
     parts = join_case(rows, 3)
     write_parquet(tmp_path / "rates", [kafka_table(r) for r, _ in parts])
     write_parquet(tmp_path / "payments", [kafka_table(p) for _, p in parts])
     out = {"totals": sinks.memory(), "converted": sinks.memory()}
-    DistributedRunner(converted_totals(window),
+    DistributedRunner(converted_totals(window, grace),
                       sources={"rates": stream_of(rocksdb_state, tmp_path / "rates"),
                                "payments": stream_of(rocksdb_state, tmp_path / "payments")},
                       sinks=out, checkpoint_dir=str(tmp_path / "chk")).run_available()
     for topic in out:
-        expected = driver_records(converted_totals(window), rows, topic)
+        expected = driver_records(converted_totals(window, grace), rows, topic)
         assert len(expected) > 5, topic
         assert as_multiset(out[topic].read_records_to_list()) == as_multiset(expected), topic
 

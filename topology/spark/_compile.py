@@ -51,7 +51,7 @@ from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
 from ..topology import Topology
 
-__all__ = ("AGGREGATION", "TABLE_UPDATE", "ChainSpec", "JoinSpec", "Plan", "TimeLimitSpec",
+__all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "ChainSpec", "JoinSpec", "Plan", "TimeLimitSpec",
            "UnsupportedTopologyError", "WindowSpec",
            "compile_topology", "groups_by_bytes")
 
@@ -70,6 +70,10 @@ aggregation after the join (others: the output topic's index)."""
 
 TABLE_UPDATE = -2
 """The route of records that reach the versioned table source of the as-of join."""
+
+DROPS = -3
+"""The route of a batched processor's drop counts: one row per reason, the reason's name
+(UTF-8) in ``k`` and the count in ``ts``; counted by the runner, never sent to a sink."""
 
 
 class UnsupportedTopologyError(TopologyError):

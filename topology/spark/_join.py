@@ -12,6 +12,8 @@ retention and rejected writes are the store's), and the topology's join processo
 stream record up in it as of the record's timestamp (with its grace buffer, if any), then the
 joined chain (the stateless steps after the join) runs on the joined records, up to output
 topics or a windowed aggregation after the join, which Spark runs on this processor's output.
+Its drops (null keys or values, out-of-order or expired table updates) leave as
+:data:`~topology.spark._stages.DROPS` rows, which the runner counts in its metrics.
 A call processes its records by timestamp, then table updates before stream records, then
 arrival; a task processes them in arrival order. A record leaving for the aggregation carries
 the position of the stream record it came from, so that the aggregation folds values in
@@ -39,7 +41,7 @@ from suppress.entry import RecordContext
 from ..runtime.metrics import TaskMetrics
 from ..runtime.processor import InternalProcessor
 from ._compile import TABLE_UPDATE, ChainSpec, JoinSpec
-from ._stages import Chain, frame
+from ._stages import Chain, drop_counts, drop_frame, frame
 
 __all__ = ("BUCKETS", "AsOfJoinProcessor", "buckets")
 
@@ -58,12 +60,13 @@ class _BucketHost:
     """What the table source and the join read of their task: the store and the counters.
 
     Drops (null keys or values, rejected writes) are counted here and logged on the
-    executor, as a task logs them.
+    executor, as a task logs them; the processor sends the counts on as drop rows.
     """
 
     def __init__(self, spec: JoinSpec) -> None:
         self.stores = {spec.store: spec.store_factory()}
         self.metrics = TaskMetrics()
+        self.metrics.versioned_stores = list(self.stores.values())
 
 
 def _no_keyspace(name: str) -> Any:
@@ -110,6 +113,7 @@ class AsOfJoinProcessor(StatefulProcessor):
             store.restore(history)
             known.update(k for k, _, _ in history)
             join.restore(buffered, _no_keyspace)
+        restored = host.metrics.as_dict()  # writes the restore replayed are not this call's
         update, stream = table.record_entry(), join.record_entry()
         loads = pickle.loads
         out = chain.out
@@ -132,6 +136,9 @@ class AsOfJoinProcessor(StatefulProcessor):
         self._save(store, known, join)
         batch, _ = frame(chain.take(), self._key_bytes, 0, positions=(seqs, index))
         yield batch.to_pandas()
+        drops = drop_counts(host.metrics.as_dict(), restored)
+        if drops:
+            yield drop_frame(drops).to_pandas()
 
     def _save(self, store: Any, known: set[Any], join: InternalProcessor) -> None:
         history = []

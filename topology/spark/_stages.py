@@ -15,6 +15,7 @@ records the suppression would emit, then through the post chain.
 from __future__ import annotations
 
 import pickle
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -22,15 +23,17 @@ import pyarrow as pa
 
 from suppress.entry import RecordContext
 
+from ..runtime.metrics import DropReason
 from ..runtime.processor import Entry, InternalProcessor
 from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde
 from ..windows import Window, Windowed
-from ._compile import ChainSpec, WindowSpec
+from ._compile import AGGREGATION, DROPS, ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
 
-__all__ = ("FRAME", "Chain", "frame", "pre_stage", "records_of_frame", "window_records")
+__all__ = ("DROP_REASONS", "FRAME", "Chain", "drop_counts", "drop_frame", "frame",
+           "packed_frame", "pre_stage", "records_of_frame", "window_records")
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
@@ -42,6 +45,12 @@ that reached it before in the same partition of the micro-batch (-1 for none). F
 the as-of join sends on to a windowed aggregation, ``seq`` is the position of the stream
 record it joined and ``st`` its index among the records that one gave, so that the
 aggregation folds them in the order the stream records arrived."""
+
+DROP_REASONS = (DropReason.NULL_KEY, DropReason.NULL_VALUE, DropReason.OUT_OF_ORDER,
+                DropReason.EXPIRED_VERSION, DropReason.EXPIRED_WINDOW)
+"""The reasons a batched processor's drop rows may carry (the runner observes each)."""
+
+_REASON_KEY = "dropped-records-total{reason="
 
 Out = tuple[int, Any, Any, int, tuple[tuple[str, bytes | None], ...]]
 """A record leaving a chain: ``(route, key, value, timestamp, headers)``."""
@@ -161,11 +170,105 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
     return batch, seen
 
 
+def drop_counts(metrics: Mapping[str, float], before: Mapping[str, float]) -> dict[str, int]:
+    """Drops by reason in ``metrics`` (``TaskMetrics.as_dict()``) that ``before`` lacked."""
+    out = {}
+    for name, value in metrics.items():
+        if name.startswith(_REASON_KEY):
+            n = int(value - before.get(name, 0.0))
+            if n:
+                out[name[len(_REASON_KEY):-1]] = n
+    return out
+
+
+def drop_frame(drops: Mapping[str, int]) -> pa.RecordBatch:
+    """Drop counts as record-frame rows of route :data:`~topology.spark._compile.DROPS`.
+
+    :raises ValueError: for a reason outside :data:`DROP_REASONS` (the runner would not see
+        it).
+    """
+    unknown = sorted(set(drops) - set(DROP_REASONS))
+    if unknown:
+        raise ValueError(f"drop reasons {unknown} are not among {DROP_REASONS}: the runner "
+                         f"would not count them")
+    reasons = sorted(drops)
+    n = len(reasons)
+    return pa.RecordBatch.from_arrays([
+        pa.array([DROPS] * n, pa.int32()),
+        pa.array([r.encode() for r in reasons], pa.binary()),
+        pa.nulls(n, pa.binary()),
+        pa.array([drops[r] for r in reasons], pa.int64()),
+        pa.nulls(n, pa.binary()),
+        pa.nulls(n, pa.binary()),
+        pa.array([0] * n, pa.int64()),
+        pa.array([-1] * n, pa.int64()),
+    ], schema=FRAME)
+
+
+def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
+                 first_seq: int, seen: int, buckets: int) -> tuple[pa.RecordBatch, int]:
+    """:func:`frame`, but the records routed to the stateful node packed per key bucket.
+
+    A record to an output topic is a row as in :func:`frame`. The records to the stateful
+    node become one row per bucket (``crc32(key bytes) % buckets``): route
+    :data:`~topology.spark._compile.AGGREGATION`, ``k`` a pickle of their list of ``(key,
+    value, timestamp, headers, seq, st)`` (``seq`` and ``st`` as in :data:`FRAME`), ``ts``
+    their largest timestamp, ``seq`` the bucket and ``st`` their number; those with a
+    ``None`` key are dropped and counted in a :func:`drop_frame` row. So Spark moves, sorts
+    and converts one row per bucket instead of one per record.
+    """
+    rows: list[Out] = []
+    seqs: list[int] = []
+    packs: dict[int, list[tuple[Any, ...]]] = {}
+    null_keys = 0
+    seq = first_seq
+    for record in records:
+        route, key, value, ts, headers = record
+        if route >= 0:
+            rows.append(record)
+            seqs.append(seq)
+        else:
+            kb = None if key is None else key_bytes(key)
+            if kb is None:
+                null_keys += 1
+            else:
+                packs.setdefault(zlib.crc32(kb) % buckets, []).append(
+                    (key, value, ts, headers, seq, seen))
+            if ts > seen:
+                seen = ts
+        seq += 1
+    batch, _ = frame(rows, None, 0, positions=(seqs, [-1] * len(rows)))
+    parts = [batch]
+    if packs:
+        order = sorted(packs)
+        parts.append(pa.RecordBatch.from_arrays([
+            pa.array([AGGREGATION] * len(order), pa.int32()),
+            pa.array([_dumps(packs[b], protocol=pickle.HIGHEST_PROTOCOL) for b in order],
+                     pa.binary()),
+            pa.nulls(len(order), pa.binary()),
+            pa.array([max(r[2] for r in packs[b]) for b in order], pa.int64()),
+            pa.nulls(len(order), pa.binary()),
+            pa.nulls(len(order), pa.binary()),
+            pa.array(order, pa.int64()),
+            pa.array([len(packs[b]) for b in order], pa.int64()),
+        ], schema=FRAME))
+    if null_keys:
+        parts.append(drop_frame({DropReason.NULL_KEY: null_keys}))
+    if len(parts) == 1:
+        return batch, seen
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0], seen
+
+
 def pre_stage(plan: BatchPlan, topic: str,
               serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]],
-              spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None
+              spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None,
+              pack: int | None = None
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of one source: decode, run the pre chain, frame."""
+    """The ``mapInArrow`` function of one source: decode, run the pre chain, frame.
+
+    ``pack``: the stateful node's key buckets, whose records are packed per bucket
+    (:func:`packed_frame`); ``None``: a row per record (:func:`frame`).
+    """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -179,7 +282,10 @@ def pre_stage(plan: BatchPlan, topic: str,
             for name, records in plan.decode(pa.Table.from_batches([batch]), topics, serdes):
                 chain.feed(name, records)
             out = chain.take()
-            framed, seen = frame(out, key_bytes, seq, seen)
+            if pack is None or key_bytes is None:
+                framed, seen = frame(out, key_bytes, seq, seen)
+            else:
+                framed, seen = packed_frame(out, key_bytes, seq, seen, pack)
             yield framed
             seq += len(out)
 

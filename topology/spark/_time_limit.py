@@ -6,6 +6,13 @@ So keys are grouped into :data:`BUCKETS` buckets by a hash of their bytes (one b
 bounded buffer, see :func:`buckets`): one call
 handles every record of a bucket in a micro-batch, and the bucket's whole buffer is one
 state value (a pickle written and read only by this processor), read once and written once.
+The records reach it packed: one row per bucket and input batch of the ``mapInArrow`` stage
+before it (:func:`~topology.spark._stages.packed_frame`), so Spark moves, sorts and converts
+to pandas a few rows per micro-batch, not one per record.
+
+Spark's watermark only times the processor: its input carries no event-time column, so
+Spark drops none of it as late, and a record behind the watermark is buffered as a task
+buffers a record behind its stream time.
 
 Inside a call the library's own :class:`~suppress.processor.SuppressProcessor` does the work,
 restored from the state value, on the records in arrival order. Its stream time is the
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -96,16 +104,20 @@ class TimeLimitProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
-        """Buffer the bucket's records of the micro-batch, in arrival order."""
-        data = pd.concat(list(rows), ignore_index=True).sort_values(["bt", "seq"])
+        """Buffer the bucket's records of the micro-batch, in arrival order.
+
+        Each row is a pack of records (see :func:`~topology.spark._stages.packed_frame`).
+        """
+        records: list[tuple[Any, ...]] = []
+        for data in rows:
+            for pack in data["k"]:
+                records += pickle.loads(pack)
+        records.sort(key=itemgetter(4))  # by seq: the order they arrived in
         engine, chain = self._restore(timerValues.getCurrentWatermarkInMs())
-        loads = pickle.loads
         advance, process = engine.advance_stream_time, engine.process_change
-        for k, v, ts, h, st in zip(data["k"], data["v"], data["ts"].tolist(), data["h"],
-                                   data["st"].tolist(), strict=True):
+        for k, v, ts, h, _, st in records:
             advance(st)
-            process(loads(k), loads(v), None,
-                    RecordContext(ts, -1, "", 0, () if h is None else loads(h)))
+            process(k, v, None, RecordContext(ts, -1, "", 0, h))
         self._save(engine)
         yield _pandas(chain)
 

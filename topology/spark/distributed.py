@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from types import TracebackType
@@ -41,10 +43,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..runtime.metrics import DropReason
 from ..testing.topics import TestRecord
 from ..topology import Topology
-from ._compile import AGGREGATION, ChainSpec, Plan, compile_topology, groups_by_bytes
-from ._stages import FRAME, Chain, pre_stage, records_of_frame, window_records
+from ._compile import AGGREGATION, DROPS, ChainSpec, Plan, compile_topology, groups_by_bytes
+from ._stages import DROP_REASONS, FRAME, Chain, pre_stage, records_of_frame, window_records
 from .columns import BatchPlan, Columns, plan
 from .sinks import Sink, checked_sinks, deliver
 
@@ -108,6 +111,13 @@ class DistributedRunner:
                              for topic, df in sources.items()}
         self._sources = sources
         self._query: Any = None
+        self._lock = threading.Lock()
+        self._folded: set[tuple[str, int]] = set()
+        self._dropped: Counter[str] = Counter()
+        self._records_in = 0
+        self._window_rows: float | None = None
+        self._delivered: dict[str, int] = {}
+        self._last_delivered = -1
         stateful = compiled.limit or compiled.join
         if stateful is not None:
             _check_transform_with_state(next(iter(sources.values())).sparkSession,
@@ -135,6 +145,11 @@ class DistributedRunner:
         schema = StructType.fromJson(_spark_schema(FRAME))
         stateful = self._plan.join or self._plan.window or self._plan.limit
         key_bytes = None if stateful is None else stateful.key_serializer
+        pack = None
+        if self._plan.limit is not None:
+            from ._time_limit import buckets
+
+            pack = buckets(self._plan.limit)
         frames = []
         for topic, df in self._sources.items():
             if self._native(topic) is not None:
@@ -145,7 +160,7 @@ class DistributedRunner:
                       (consumed.key_serde, consumed.value_serde)}
             selected = df.select(*[_col(name) for name in batch_plan.selected])
             frames.append(selected.mapInArrow(
-                pre_stage(batch_plan, topic, serdes, self._plan.pre, key_bytes), schema))
+                pre_stage(batch_plan, topic, serdes, self._plan.pre, key_bytes, pack), schema))
         return frames
 
     def _aggregated(self, frames: list[Any]) -> tuple[Any, Any]:
@@ -166,8 +181,9 @@ class DistributedRunner:
                 .when(event < F.timestamp_millis(F.lit(0)), F.raise_error(F.lit(
                     f"column {name!r} (the timestamp) is negative (before 1970)")))
                 .otherwise(event))
-            rows = (self._sources[topic].where(key.isNotNull())
-                    .select(key.alias("kb"), checked.alias("et")))
+            source = self._sources[topic].observe(
+                NULL_KEYS, F.count(F.when(key.isNull(), 1)).alias("n"))
+            rows = source.where(key.isNotNull()).select(key.alias("kb"), checked.alias("et"))
             consumed = self._plan.sources[topic]
             serde = None if consumed is None else consumed.key_serde
             key_mode: Any = (("serde", serde, topic) if "key" in batch_plan.binary
@@ -175,8 +191,8 @@ class DistributedRunner:
             aggs = [F.unix_millis(F.max("et")).alias("ts"), F.lit(None).cast("binary")
                     .alias("h"), F.count(F.lit(1)).alias("n")]
         else:
-            rows = _union(frames)
-            rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
+            rows = _null_keys_observed(_union(frames))
+            rows = (rows.where(F.col("kb").isNotNull())
                     .withColumn("et", F.timestamp_millis(F.col("ts")))
                     .withColumn("bt", F.current_timestamp()))
             key_mode = "pickle"
@@ -205,8 +221,11 @@ class DistributedRunner:
         out = out.drop("window")
         if native:
             out = out.withColumn("k", F.col("kb"))
-        # Spark's hopping windows start before 0 for the first records; a task's never do
-        out = out.where(F.col("start") >= 0)
+        if window.gap_ms is None and window.advance_ms < window.size_ms:
+            # Spark's hopping windows start before 0 for the first records; a task's never
+            # do (tumbling windows and sessions of timestamps from 0 on start at 0 or later,
+            # and Spark would evaluate the filter on every input record)
+            out = out.where(F.col("start") >= 0)
         return out, key_mode
 
     def _time_limited(self, frames: list[Any]) -> Any:
@@ -214,19 +233,23 @@ class DistributedRunner:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        from ._time_limit import TimeLimitProcessor, buckets
+        from ._time_limit import TimeLimitProcessor
 
         limit = self._plan.limit
         assert limit is not None
-        rows = _union(frames)
-        rows = (rows.where((F.col("route") == AGGREGATION) & F.col("kb").isNotNull())
-                .withColumn("bucket", F.pmod(F.xxhash64("kb"), F.lit(buckets(limit))))
-                # Spark drops input at or below the watermark, which starts at 0: event times
-                # are shifted by 1 ms, and the delay of 1 ms gives back the largest timestamp
-                # of the earlier micro-batches as the watermark
-                .withColumn("et", F.timestamp_millis(F.col("ts") + 1))
-                .withColumn("bt", F.current_timestamp())
-                .withWatermark("et", "1 millisecond"))
+        rows = _drops_observed(_union(frames))
+        # the records come packed, a row per key bucket (its number in seq): only the
+        # pack and its largest timestamp travel on, and the timestamp only as far as the
+        # watermark: without an event-time column Spark drops no input of the processor as
+        # late (the driver's suppression buffers records behind its stream time too)
+        rows = (rows.where(F.col("route") == AGGREGATION)
+                .select(F.col("seq").alias("bucket"), "k",
+                        # Spark drops input at or below the watermark, which starts at 0:
+                        # event times are shifted by 1 ms, and the delay of 1 ms gives back
+                        # the largest timestamp of the earlier micro-batches as the watermark
+                        F.timestamp_millis(F.col("ts") + 1).alias("et"))
+                .withWatermark("et", "1 millisecond")
+                .select("bucket", "k"))
         schema = StructType.fromJson(_spark_schema(FRAME))
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
@@ -249,9 +272,10 @@ class DistributedRunner:
         window = self._plan.window
         joined = self._plan.joined
         assert joined is not None
-        return rows.groupBy("bucket").transformWithStateInPandas(
+        out = rows.groupBy("bucket").transformWithStateInPandas(
             AsOfJoinProcessor(join, joined, None if window is None else window.key_serializer),
             schema, "Append", "None")
+        return _drops_observed(out)
 
     def _query_frame(self) -> tuple[Any, str, Any]:
         """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
@@ -262,7 +286,7 @@ class DistributedRunner:
         if plan_.join is not None:
             joined = self._joined(frames)
             if plan_.window is None:
-                direct_outputs.insert(0, joined)
+                direct_outputs.insert(0, joined.where(joined.route != DROPS))
             else:  # the aggregation runs on the joined records
                 frames = [joined]
                 if plan_.joined is not None and any(r >= 0 for r in _routes(plan_.joined)):
@@ -320,6 +344,8 @@ class DistributedRunner:
                 sink = sinks.get(topic)
                 if sink is not None:
                     deliver(sink, per_topic[route], int(batch_id), session)
+            self._delivered_batch(int(batch_id), {t: len(per_topic[r])
+                                                  for r, t in enumerate(topics)})
 
         return (df.writeStream.foreachBatch(each_batch)
                 .option("checkpointLocation", self.checkpoint_dir))
@@ -336,6 +362,7 @@ class DistributedRunner:
         writer = self._writer()
         if trigger:
             writer = writer.trigger(**trigger)
+        self._fold_progress()  # an earlier query's last reports
         self._query = writer.start()
         return self._query
 
@@ -357,6 +384,110 @@ class DistributedRunner:
         """Stop the running query, if any."""
         if self._query is not None and self._query.isActive:
             self._query.stop()
+
+    # -- metrics -------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        """The metrics of the queries this runner started, by name, as floats.
+
+        The names are the test driver's where the meaning is the same; the figures are
+        summed over every query this runner started.
+
+        - ``dropped-records-total``: every record dropped, and per reason as
+          ``dropped-records-total{reason=r}``:
+
+          - ``null-key``: records reaching the windowed aggregation or the time-limited table
+            with a ``None`` key (counted by Spark as they are filtered out), or reaching the
+            as-of join or its table with one; ``null-value``, ``out-of-order-update``,
+            ``expired-version``: the as-of join's and its versioned table's drops, as a task
+            counts them (sent on by the join's processor). These are exact.
+          - ``expired-window``: records Spark's windowed aggregation dropped behind its
+            watermark (``numRowsDroppedByWatermark``). Spark counts its operator's input
+            rows, which come after a partial aggregation: late records of one key and
+            window in the same task of a micro-batch count once. It is exact when no two
+            such records share a key, window and micro-batch; every late drop shows at
+            least once. Spark's watermark for late records is the one of the previous
+            micro-batch, so it keeps records that a task's stream time would drop.
+          - ``behind-watermark``: input rows a ``transformWithState`` operator dropped
+            behind Spark's watermark. None are expected: the time limit's processors get
+            their input without an event-time column (the watermark only times them), and
+            the join's keep no watermark.
+
+        - ``records-in-total``: rows the query read from its sources (Spark's
+          ``numInputRows``).
+        - ``records-out-total``: records handed to sinks (and ignored topics), per topic as
+          ``records-out-total{topic=t}``; a micro-batch Spark runs again after a failure
+          counts once.
+        - ``suppression-buffer-count``: for a windowed aggregation, the windows Spark's state
+          held after the last micro-batch (its ``numRowsTotal``), as the suppression
+          buffer's count in a task.
+
+        The figures come from Spark's progress reports of each micro-batch
+        (``StreamingQuery.recentProgress``, the last 100 of them, and the last one as each
+        micro-batch is delivered): they are complete once :meth:`run_available` returned or
+        the query stopped, and lag by one micro-batch while it runs. They live in this
+        object: a new runner on the same checkpoint starts them at 0.
+        """
+        self._fold_progress()
+        with self._lock:
+            dropped = self._dropped.copy()
+            out = {"dropped-records-total": float(sum(dropped.values()))}
+            for reason, n in sorted(dropped.items()):
+                out[f"dropped-records-total{{reason={reason}}}"] = float(n)
+            out["records-in-total"] = float(self._records_in)
+            out["records-out-total"] = float(sum(self._delivered.values()))
+            for topic, n in sorted(self._delivered.items()):
+                out[f"records-out-total{{topic={topic}}}"] = float(n)
+            if self._plan.window is not None:
+                out["suppression-buffer-count"] = self._window_rows or 0.0
+            return out
+
+    def _delivered_batch(self, batch_id: int, counts: Mapping[str, int]) -> None:
+        """Count a delivered micro-batch's records once, and fold Spark's last report."""
+        with self._lock:
+            if batch_id > self._last_delivered:
+                self._last_delivered = batch_id
+                for topic, n in counts.items():
+                    self._delivered[topic] = self._delivered.get(topic, 0) + n
+        query = self._query
+        if query is not None:
+            self._fold([query.lastProgress])
+
+    def _fold_progress(self) -> None:
+        query = self._query
+        if query is not None:
+            self._fold(query.recentProgress)
+
+    def _fold(self, reports: Iterable[Any]) -> None:
+        """Add Spark's progress reports not added yet (by run and batch id)."""
+        with self._lock:
+            for progress in reports:
+                if progress is None:
+                    continue
+                batch = (str(progress.runId), int(progress.batchId))
+                if batch in self._folded:
+                    continue
+                self._folded.add(batch)
+                window_rows = 0.0
+                for op in progress.stateOperators:
+                    if "transformWithState" in op.operatorName:
+                        reason = "behind-watermark"
+                    else:
+                        reason = DropReason.EXPIRED_WINDOW
+                        window_rows += op.numRowsTotal
+                    if op.numRowsDroppedByWatermark:
+                        self._dropped[reason] += op.numRowsDroppedByWatermark
+                self._window_rows = window_rows
+                self._records_in += int(progress.numInputRows)
+                observed = progress.observedMetrics
+                null_keys = observed.get(NULL_KEYS)
+                if null_keys is not None and null_keys["n"]:
+                    self._dropped[DropReason.NULL_KEY] += int(null_keys["n"])
+                counted = observed.get(DROPS_SEEN)
+                if counted is not None:
+                    for reason in DROP_REASONS:
+                        if counted[reason]:
+                            self._dropped[reason] += int(counted[reason])
 
     def __enter__(self) -> DistributedRunner:
         return self
@@ -403,6 +534,34 @@ def _check_transform_with_state(spark: Any, node: str) -> None:
             f"set {key}={ROCKSDB_PROVIDER} on the session (spark.conf.set or "
             f"local_session({key.replace('.', '_')}=...)) before building the runner; it "
             f"is {provider}")
+
+
+NULL_KEYS = "topology.null-keys"
+"""The observed metric (``Dataset.observe``) counting records the stateful node drops for
+their null key, before Spark's operator."""
+
+DROPS_SEEN = "topology.drops"
+"""The observed metric summing the drop rows (route ``DROPS``) of the as-of join's processor
+or of the packing ``mapInArrow`` stage before the time limit, one column a reason."""
+
+
+def _drops_observed(rows: Any) -> Any:
+    """``rows``, their drop rows summed per reason as they pass."""
+    from pyspark.sql import functions as F
+
+    route, reason = F.col("route"), F.col("k")
+    return rows.observe(DROPS_SEEN, *[
+        F.coalesce(F.sum(F.when((route == DROPS) & (reason == F.lit(name.encode())),
+                                F.col("ts"))), F.lit(0)).alias(name)
+        for name in DROP_REASONS])
+
+
+def _null_keys_observed(rows: Any) -> Any:
+    """The records routed to the stateful node, their null keys counted as they pass."""
+    from pyspark.sql import functions as F
+
+    rows = rows.where(F.col("route") == AGGREGATION)
+    return rows.observe(NULL_KEYS, F.count(F.when(F.col("kb").isNull(), 1)).alias("n"))
 
 
 def _union(frames: list[Any]) -> Any:
