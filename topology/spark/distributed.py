@@ -13,6 +13,10 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   (with their arrival position) in Spark's state and fold them with the user's functions,
   in arrival order, when the window closes; session windows the same way with
   ``session_window(ts, gap)``;
+- a sliding-windowed ``count``/``reduce``/``aggregate`` with the same suppression (Spark's
+  windows start at multiples of the slide, not at each record) runs in
+  ``transformWithStateInPandas``, keys in hash buckets, the library's own sliding
+  aggregation and suppression doing the work (:mod:`topology.spark._sliding`);
 - a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
@@ -69,8 +73,8 @@ class DistributedRunner:
     :raises UnsupportedTopologyError: for a node it cannot run, naming it.
     :raises ColumnMappingError: for a mapping that does not fit a source's schema.
     :raises TypeError: for a topology that is not one, or a sink that is not callable.
-    :raises ValueError: for missing or unknown sources or sinks, or a time limit or join
-        on a session without the RocksDB state store.
+    :raises ValueError: for missing or unknown sources or sinks, or a time limit, join or
+        sliding windows on a session without the RocksDB state store.
 
     Time is Spark's: one watermark for the query, the largest timestamp seen minus the
     grace period, moved between micro-batches (see the Spark page of the docs for how that
@@ -108,7 +112,7 @@ class DistributedRunner:
                              for topic, df in sources.items()}
         self._sources = sources
         self._query: Any = None
-        stateful = compiled.limit or compiled.join
+        stateful = compiled.limit or compiled.join or compiled.sliding
         if stateful is not None:
             _check_transform_with_state(next(iter(sources.values())).sparkSession,
                                         stateful.name)
@@ -133,7 +137,8 @@ class DistributedRunner:
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
-        stateful = self._plan.join or self._plan.window or self._plan.limit
+        stateful = (self._plan.join or self._plan.window or self._plan.limit
+                    or self._plan.sliding)
         key_bytes = None if stateful is None else stateful.key_serializer
         frames = []
         for topic, df in self._sources.items():
@@ -231,6 +236,28 @@ class DistributedRunner:
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
 
+    def _sliding(self, frames: list[Any]) -> Any:
+        """The sliding windows in ``transformWithStateInPandas``, keys in buckets."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        from ._sliding import BUCKETS, SHIFT_MS, SlidingWindowsProcessor
+
+        sliding = self._plan.sliding
+        assert sliding is not None
+        rows = _union(frames)
+        # a null key (dropped and counted by the aggregation) goes to bucket 0; event times
+        # are shifted ahead, the watermark's delay with them (see _sliding)
+        rows = (rows.where(F.col("route") == AGGREGATION)
+                .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)),
+                                                 F.lit(0)))
+                .withColumn("et", F.timestamp_millis(F.col("ts") + SHIFT_MS))
+                .withColumn("bt", F.current_timestamp())
+                .withWatermark("et", f"{SHIFT_MS} milliseconds"))
+        schema = StructType.fromJson(_spark_schema(FRAME))
+        return rows.groupBy("bucket").transformWithStateInPandas(
+            SlidingWindowsProcessor(sliding, self._plan.post), schema, "Append", "EventTime")
+
     def _joined(self, frames: list[Any]) -> Any:
         """The as-of join in ``transformWithStateInPandas``, keys in buckets."""
         from pyspark.sql import functions as F
@@ -269,6 +296,8 @@ class DistributedRunner:
                     direct_outputs.append(joined.where(joined.route >= 0))
         elif plan_.limit is not None:
             direct_outputs.insert(0, self._time_limited(frames))
+        elif plan_.sliding is not None:
+            direct_outputs.insert(0, self._sliding(frames))
         if plan_.window is None:
             if not direct_outputs:
                 raise ValueError("the topology writes no output topic: nothing to run")
