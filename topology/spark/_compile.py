@@ -235,7 +235,7 @@ def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyErr
         f"with "
         f"suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads, optionally "
-        f"followed by such a windowed aggregation; "
+        f"followed by such a time- or session-windowed aggregation; "
         f"ForeachBatchRunner runs every topology")
 
 
