@@ -21,11 +21,9 @@ Windows that become due without another record of their bucket leave through an
 event-time timer at their close time, which Spark fires once the watermark reaches it (at
 the latest in its last micro-batch without data).
 
-Spark itself drops input at or below the watermark of two micro-batches earlier: event
-times are shifted by :data:`SHIFT_MS` (and the watermark's delay with them, so that the
-watermark still reads as the largest timestamp), so that Spark drops only records more than
-that far behind, which the aggregation would drop as well; the rest reach the aggregation,
-which counts its drops.
+The records reach the processor without an event-time column (it is dropped after the
+watermark is taken from it), so Spark drops none of them as late: the aggregation decides,
+and counts, as in a task.
 """
 
 from __future__ import annotations
@@ -47,15 +45,10 @@ from ..runtime.processor import Entry
 from ._compile import ChainSpec, SlidingSpec
 from ._stages import Chain, Out, frame
 
-__all__ = ("BUCKETS", "SHIFT_MS", "SlidingBucket", "SlidingWindowsProcessor")
+__all__ = ("BUCKETS", "SlidingBucket", "SlidingWindowsProcessor")
 
 BUCKETS = 8
 """Key buckets: groups of ``transformWithState``; each call handles a bucket's records."""
-
-SHIFT_MS = 365 * 24 * 3_600_000
-"""How far event times are moved ahead for Spark's watermark, in ms (one year): Spark drops
-a record more than this behind the watermark of two micro-batches earlier, the aggregation
-the others it finds late."""
 
 _STATE = StructType([StructField("windows", BinaryType())])
 
@@ -186,7 +179,7 @@ class SlidingWindowsProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
         """Aggregate the bucket's records of the micro-batch, in arrival order."""
-        data = pd.concat(list(rows), ignore_index=True).sort_values(["bt", "seq"])
+        data = pd.concat(list(rows), ignore_index=True).sort_values("seq", kind="stable")
         bucket = self._restore(timerValues.getCurrentWatermarkInMs())
         loads = pickle.loads
         advance, process = bucket.advance, bucket.process

@@ -241,19 +241,21 @@ class DistributedRunner:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        from ._sliding import BUCKETS, SHIFT_MS, SlidingWindowsProcessor
+        from ._sliding import BUCKETS, SlidingWindowsProcessor
 
         sliding = self._plan.sliding
         assert sliding is not None
         rows = _union(frames)
-        # a null key (dropped and counted by the aggregation) goes to bucket 0; event times
-        # are shifted ahead, the watermark's delay with them (see _sliding)
+        # a null key (dropped and counted by the aggregation) goes to bucket 0; the event
+        # time, shifted by 1 ms with a delay of 1 ms (the watermark: the largest timestamp
+        # of the earlier micro-batches), goes no further than the watermark: without an
+        # event-time column Spark drops none of the processor's input as late
         rows = (rows.where(F.col("route") == AGGREGATION)
                 .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)),
                                                  F.lit(0)))
-                .withColumn("et", F.timestamp_millis(F.col("ts") + SHIFT_MS))
-                .withColumn("bt", F.current_timestamp())
-                .withWatermark("et", f"{SHIFT_MS} milliseconds"))
+                .withColumn("et", F.timestamp_millis(F.col("ts") + 1))
+                .withWatermark("et", "1 millisecond")
+                .drop("et"))
         schema = StructType.fromJson(_spark_schema(FRAME))
         return rows.groupBy("bucket").transformWithStateInPandas(
             SlidingWindowsProcessor(sliding, self._plan.post), schema, "Append", "EventTime")
