@@ -13,7 +13,9 @@ micro-batch each (``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``, time
   mode (tumbling windows: Spark has no sliding window that starts at each record);
 - ``sliding``: ``DistributedRunner`` with a final ``count()`` per key in sliding windows of
   10 s, 2 s grace (``mapInArrow``, then the batched ``transformWithStateInPandas``
-  processors, 8 key buckets), its output checked to equal the driver's records.
+  processors, 8 key buckets), its output checked to equal the driver's records;
+- ``driver``: the same topology in ``TopologyTestDriver``, no Spark (``pipe_records``): the
+  library's sliding aggregation and suppression alone, which the processors run inside.
 
 Results printed as records/s and the ratio; compare ratios within one run (the machine is
 shared).
@@ -35,6 +37,7 @@ import argparse
 import logging
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -100,9 +103,11 @@ def main() -> None:
         distributed_run(spark, warm, work, "warm-sliding", sliding_topology())
         own = timed_query(spark, folder, work, "spark", spark_own)
         seconds, out = distributed_run(spark, folder, work, "sliding", sliding_topology())
+    started = time.perf_counter()
     with TopologyTestDriver(sliding_topology()) as driver:
         driver.create_input_topic("clicks").pipe_records(records)
         expected = driver.create_output_topic("counts").read_records_to_list()
+    alone = time.perf_counter() - started
     assert Counter((r.key, r.value, r.timestamp) for r in out) == Counter(
         (r.key, r.value, r.timestamp) for r in expected), "the runner differs from the driver"
     print(f"{n:,} in-order clicks, {args.keys:,} keys, {args.files} files; "
@@ -110,6 +115,8 @@ def main() -> None:
     print(f"Spark windowed count + watermark (tumbling)  {n / own:>10,.0f} records/s")
     print(f"DistributedRunner, sliding count (TWS)       {n / seconds:>10,.0f} records/s "
           f"({own / seconds:.2f}x)")
+    print(f"TopologyTestDriver alone, sliding count      {n / alone:>10,.0f} records/s "
+          f"(the runner: {alone / seconds:.2f}x)")
     spark.stop()
 
 

@@ -27,8 +27,8 @@
 
 Everything else (other tables, joins with tables without history, unsuppressed windowed
 aggregations, bounded buffers of final results, user processors, sliding windows after a
-join, any other second stateful node) is refused with a :class:`UnsupportedTopologyError` naming
-the node, before any Spark query is defined.
+join, any other second stateful node) is refused with a
+:class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
 """
 
 from __future__ import annotations
@@ -232,8 +232,7 @@ def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyErr
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
         f"stateless stream steps, one time-, session- or sliding-windowed count/reduce/"
         f"aggregate with suppress(until_window_closes(unbounded)) + to_stream(), one table "
-        f"with "
-        f"suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
+        f"with suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads, optionally "
         f"followed by such a time- or session-windowed aggregation; "
         f"ForeachBatchRunner runs every topology")
@@ -281,7 +280,7 @@ def compile_topology(topology: Topology) -> Plan:
                     and isinstance(proc, StreamTableJoinProcessor)):
                 raise _refuse(node, proc, f"the runner compiles one stateful aggregation or "
                                           f"join per topology, or an as-of join followed by "
-                                          f"a windowed aggregation, and "
+                                          f"a time- or session-windowed aggregation, and "
                                           f"{(window_node or stateful).name} is another")
         if isinstance(proc, WINDOWED):
             stateful = stateful or node
