@@ -16,7 +16,8 @@ go in arrival order. The stream time is the time limit's: at the start of a micr
 Spark's watermark (the largest timestamp of the earlier micro-batches), and before each
 record also the largest timestamp that reached the aggregation earlier in the same
 partition of the micro-batch (the ``st`` column). The aggregation drops a record whose
-windows are closed for that time and counts it (``dropped-records-total``), as a task does.
+windows are closed for that time and counts it (``dropped-records-total``, in the call's
+``SlidingBucket.host.metrics``, and logged on the executor), as a task does.
 Windows that become due without another record of their bucket leave through an
 event-time timer at their close time, which Spark fires once the watermark reaches it (at
 the latest in its last micro-batch without data).
