@@ -624,13 +624,6 @@ def _time_limit_and_window() -> Topology:
     return b.build()
 
 
-def _final_windows(windows: Any) -> Topology:
-    b = StreamsBuilder()
-    (b.stream("clicks").group_by_key().windowed_by(windows).count()
-     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
-    return b.build()
-
-
 def _every_update() -> Topology:
     b = StreamsBuilder()
     (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
@@ -643,6 +636,33 @@ def _bounded_final() -> Topology:
     (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
      .count()
      .suppress(Suppressed.until_window_closes(BufferConfig.max_records(5).shut_down_when_full()))
+     .to_stream().to("out"))
+    return b.build()
+
+
+def _sliding_after_join() -> Topology:
+    b = StreamsBuilder()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    (b.stream("payments").join(rates, lambda p, r: p).group_by_key()
+     .windowed_by(SlidingWindows.of_time_difference_with_no_grace(10)).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
+    return b.build()
+
+
+def _bounded_sliding() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key()
+     .windowed_by(SlidingWindows.of_time_difference_with_no_grace(10)).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.max_records(5).shut_down_when_full()))
+     .to_stream().to("out"))
+    return b.build()
+
+
+def _idle_close() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+     .count().suppress(Suppressed.until_window_closes(BufferConfig.unbounded())
+                       .with_idle_close(1_000))
      .to_stream().to("out"))
     return b.build()
 
@@ -669,13 +689,14 @@ def _two_aggregations() -> Topology:
     (_window_fed_by_join_and_stream, "KSTREAM-AGGREGATE-0000000", "from elsewhere"),
     (_join_after_window, "KSTREAM-JOIN-0000000008", "not before or beside it"),
     (_time_limit_and_window, "KSTREAM-AGGREGATE-0000000", "one stateful aggregation"),
-    (lambda: _final_windows(SlidingWindows.of_time_difference_with_no_grace(10)),
-     "KSTREAM-AGGREGATE-0000000002", "sliding windows"),
+    (_sliding_after_join, "KSTREAM-AGGREGATE-0000000005", "one stateful aggregation or join"),
+    (_bounded_sliding, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
+    (_idle_close, "KTABLE-SUPPRESS-0000000003", "idle close"),
 ], ids=["time-limit-on-windows", "join-without-history",
         "versioned-table-read-twice", "two-joins", "every-update",
         "bounded-buffer", "two-aggregations", "window-beside-join",
         "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window",
-        "sliding-windows"])
+        "sliding-after-join", "bounded-sliding", "idle-close"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:
     with pytest.raises(UnsupportedTopologyError) as refused:

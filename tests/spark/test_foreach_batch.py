@@ -182,6 +182,41 @@ def test_final_results_read_like_a_driver_topic(spark: Any) -> None:
     assert sink.is_empty()
 
 
+# -- the wall clock: read at the start of each micro-batch ------------------------------------
+
+class _Clock:
+    """A wall clock the test moves (ms)."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+def test_idle_close_fires_at_the_start_of_a_micro_batch(spark: Any) -> None:
+    """Windows of 100 ms, idle close after 1 s: the last window leaves in the first
+    micro-batch that starts 1 s or more after the last record, before that batch's records."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S)).group_by_key()
+     .windowed_by(TimeWindows.of_size_with_no_grace(100)).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_idle_close(1_000))
+     .to_stream().to("counts"))
+    calls: list[tuple[int, list[Any]]] = []
+    clock = _Clock(1_700_000_000_000)
+    with ForeachBatchRunner(b.build(), sinks={"counts": lambda records, batch_id: calls.append(
+            (batch_id, [(str(r.key), r.value) for r in records]))}, clock=clock) as runner:
+        runner(kafka_df(spark, [("clicks", b"a", b"x", 0), ("clicks", b"a", b"x", 50)]), 0)
+        clock.now += 999
+        runner(kafka_df(spark, []), 1)  # idle for 999 ms: nothing
+        clock.now += 1
+        runner(kafka_df(spark, [("clicks", b"a", b"x", 60)]), 2)  # idle 1 s: [0, 100) first
+        runner(kafka_df(spark, [("clicks", b"b", b"x", 70)]), 3)  # late: the window went out
+        metrics = runner.metrics()
+    assert calls == [(0, []), (1, []), (2, [("[a@0/100]", 2)]), (3, [])]
+    assert metrics["dropped-records-total"] == 2.0
+
+
 # -- replay: a batch id at or below the committed one is skipped --------------------------------
 
 def test_a_replayed_batch_is_skipped(spark: Any) -> None:

@@ -10,6 +10,10 @@
   only child is ``suppress(until_window_closes(...))`` with an unbounded (or spilling)
   buffer, followed by ``to_stream()``. It becomes Spark's ``withWatermark`` +
   ``groupBy(window(...))`` (sessions: ``session_window(...)``) aggregation in append mode.
+- or **sliding**: one sliding-windowed ``count``/``reduce``/``aggregate`` with the same
+  suppression and ``to_stream()``: Spark has no window that starts at each record, so it
+  runs in ``transformWithStateInPandas`` by :mod:`topology.spark._sliding` (the library's
+  own sliding aggregation and suppression, a bucket of keys per call);
 - or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
   followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
   :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
@@ -22,9 +26,9 @@
   to output topics.
 
 Everything else (other tables, joins with tables without history, unsuppressed windowed
-aggregations, bounded buffers of final results, user processors, sliding windows,
-any other second stateful node) is refused with a :class:`UnsupportedTopologyError` naming
-the node, before any Spark query is defined.
+aggregations, bounded buffers of final results, user processors, sliding windows after a
+join, any other second stateful node) is refused with a
+:class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
 """
 
 from __future__ import annotations
@@ -46,13 +50,14 @@ from ..runtime.processors.aggregate import (
 )
 from ..runtime.processors.join import StreamTableJoinProcessor
 from ..runtime.processors.session import SessionWindowAggregateProcessor
+from ..runtime.processors.sliding import SlidingWindowAggregateProcessor
 from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
 from ..topology import Topology
 
-__all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "ChainSpec", "JoinSpec", "Plan", "TimeLimitSpec",
-           "UnsupportedTopologyError", "WindowSpec",
+__all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "ChainSpec", "JoinSpec", "Plan", "SlidingSpec",
+           "TimeLimitSpec", "UnsupportedTopologyError", "WindowSpec",
            "compile_topology", "groups_by_bytes")
 
 STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesProcessor,
@@ -156,6 +161,34 @@ class JoinSpec:
 
 
 @dataclass(frozen=True)
+class SlidingSpec:
+    """A sliding-windowed aggregation with final results: run in a batched processor.
+
+    The aggregation and its window store are built from the topology's own factories; the
+    suppression from its node's settings (an unbounded buffer: a spilling buffer's output
+    is the unbounded one).
+    """
+
+    name: str
+    """The aggregation node."""
+    factory: Callable[[], InternalProcessor]
+    store: str
+    store_factory: Callable[[], Any]
+    """Builds the aggregation's (in-memory) window store, as the test driver does."""
+    key_serializer: Callable[[Any], bytes | None]
+    """The store's key bytes: records are bucketed by them."""
+    time_difference_ms: int
+    grace_ms: int
+    suppression: str
+    """The suppression node."""
+    suppression_key_serializer: Callable[[Any], bytes | None]
+    """The suppression's serializer of windowed keys (its eviction order)."""
+    value_serializer: Callable[[Any], bytes | None]
+    buffer_time: Callable[[Any], int]
+    """A windowed key's buffer time: the window's exclusive end (``end + 1``)."""
+
+
+@dataclass(frozen=True)
 class Plan:
     """A topology sorted into the parts the distributed runner runs."""
 
@@ -175,6 +208,8 @@ class Plan:
     direct_window_topic: str | None
     """The source topic feeding a ``count()`` directly, with no other node: Spark may count
     its key column without any Python (when the column allows it)."""
+    sliding: SlidingSpec | None = None
+    """The sliding-windowed aggregation with final results (then ``window`` is ``None``)."""
 
 
 def _what(node: GraphNode, processor: Any) -> str:
@@ -190,6 +225,7 @@ def _what(node: GraphNode, processor: Any) -> str:
         "ToStreamProcessor": "to_stream()",
         "WindowedAggregateProcessor": "a windowed aggregation",
         "SessionWindowAggregateProcessor": "a session-windowed aggregation",
+        "SlidingWindowAggregateProcessor": "a sliding-windowed aggregation",
     }
     name = type(processor).__name__
     return f"{node.name} ({kinds.get(name, name)})"
@@ -198,11 +234,11 @@ def _what(node: GraphNode, processor: Any) -> str:
 def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyError:
     return UnsupportedTopologyError(
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
-        f"stateless stream steps, one time- or session-windowed count/reduce/aggregate with "
-        f"suppress(until_window_closes(unbounded)) + to_stream(), one table with "
-        f"suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
+        f"stateless stream steps, one time-, session- or sliding-windowed count/reduce/"
+        f"aggregate with suppress(until_window_closes(unbounded)) + to_stream(), one table "
+        f"with suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads, optionally "
-        f"followed by such a windowed aggregation; "
+        f"followed by such a time- or session-windowed aggregation; "
         f"ForeachBatchRunner runs every topology")
 
 
@@ -228,6 +264,7 @@ def compile_topology(topology: Topology) -> Plan:
     or the join (a windowed aggregation may follow the join)."""
     window_node: GraphNode | None = None
     window_proc: WindowedAggregateProcessor | SessionWindowAggregateProcessor | None = None
+    sliding: SlidingSpec | None = None
     limit: TimeLimitSpec | None = None
     join: JoinSpec | None = None
     join_node: GraphNode | None = None
@@ -237,7 +274,8 @@ def compile_topology(topology: Topology) -> Plan:
     """The roots of the post chain: the to_stream() after the last stateful node."""
     for node in topology.nodes:
         proc = procs[node.name]
-        if isinstance(proc, (*WINDOWED, StreamTableJoinProcessor)) or (
+        if isinstance(proc, (*WINDOWED, StreamTableJoinProcessor,
+                             SlidingWindowAggregateProcessor)) or (
                 isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
             if stateful is not None and not (
                     join_node is not None and window_node is None
@@ -246,12 +284,17 @@ def compile_topology(topology: Topology) -> Plan:
                     and isinstance(proc, StreamTableJoinProcessor)):
                 raise _refuse(node, proc, f"the runner compiles one stateful aggregation or "
                                           f"join per topology, or an as-of join followed by "
-                                          f"a windowed aggregation, and "
+                                          f"a time- or session-windowed aggregation, and "
                                           f"{(window_node or stateful).name} is another")
         if isinstance(proc, WINDOWED):
             stateful = stateful or node
             window_node, window_proc = node, proc
             _check_window(node, proc, procs)
+            to_streams = [g for c in node.children for g in c.children]
+        elif isinstance(proc, SlidingWindowAggregateProcessor):
+            stateful = node
+            _check_window(node, proc, procs)
+            sliding = _sliding_spec(node, proc, procs, topology)
             to_streams = [g for c in node.children for g in c.children]
         elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
             stateful = _check_time_limit(node, proc, procs)
@@ -352,7 +395,7 @@ def compile_topology(topology: Topology) -> Plan:
         {} if window_node is None else {window_node.name: AGGREGATION})
     post = chain({"": to_streams}, "post", tuple(to_streams), {}) if to_streams \
         else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, limit, join, joined, post, topics, direct)
+    return Plan(sources, pre, window, limit, join, joined, post, topics, direct, sliding)
 
 
 def _downstream(node: GraphNode, children: Callable[[GraphNode], list[GraphNode]]
@@ -375,9 +418,6 @@ def _reason(proc: Any) -> str:
         return "tables keep per-key state that Spark's executors have no operator for here"
     if name == "StreamTableJoinProcessor":
         return "only one stream-table join is compiled"
-    if name == "SlidingWindowAggregateProcessor":
-        return ("sliding windows (a window per record, both ends inclusive) have no Spark "
-                "operator: Spark's window() starts windows at fixed multiples of the slide")
     if name == "UserProcessorAdapter":
         return "a user processor's stores and punctuations have no Spark equivalent"
     if name == "StreamAggregateProcessor":
@@ -392,7 +432,7 @@ def _reason(proc: Any) -> str:
 
 
 def _check_window(node: GraphNode, proc: WindowedAggregateProcessor
-                  | SessionWindowAggregateProcessor,
+                  | SessionWindowAggregateProcessor | SlidingWindowAggregateProcessor,
                   procs: dict[str, Any]) -> None:
     """The aggregation's one child must be final-results suppression, then to_stream()."""
     if len(node.children) != 1 or not isinstance(procs[node.children[0].name],
@@ -402,6 +442,7 @@ def _check_window(node: GraphNode, proc: WindowedAggregateProcessor
                       "emits final results, not every update")
     suppress = node.children[0]
     sproc = procs[suppress.name]
+    _check_idle_close(suppress, sproc)
     config = sproc.suppressed.buffer_config
     if config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK:
         raise _refuse(suppress, sproc, f"a bounded buffer ({config.strategy.name.lower()} "
@@ -414,11 +455,22 @@ def _check_window(node: GraphNode, proc: WindowedAggregateProcessor
                           "is supported")
 
 
+def _check_idle_close(node: GraphNode, proc: SuppressNodeProcessor) -> None:
+    """A suppression with idle close is refused: nothing here follows a wall clock."""
+    if proc.suppressed.idle_close_ms is not None:
+        raise _refuse(node, proc, "idle close (with_idle_close) moves a suppression's stream "
+                      "time with the wall clock while no input arrives; the runner's time is "
+                      "Spark's watermark, which moves only with input (ForeachBatchRunner "
+                      "runs it, its wall clock being the driver's)")
+
+
 def _check_time_limit(node: GraphNode, proc: SuppressNodeProcessor,
                       procs: dict[str, Any]) -> GraphNode:
     """A time limit is compiled right on a table source; return that table source node."""
     from ..runtime.processors.stateless import TableSourceWithoutStore
     from ..runtime.processors.table import TableSourceProcessor
+
+    _check_idle_close(node, proc)
 
     parent = node.parents[0] if len(node.parents) == 1 else None
     if parent is None or not isinstance(procs[parent.name], TableSourceProcessor
@@ -472,6 +524,18 @@ def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor
     windows = proc._windows
     return WindowSpec(node.name, windows.size_ms, windows.advance_ms, windows.grace_ms, count,
                       proc._initializer, proc._aggregator, key_ser)
+
+
+def _sliding_spec(node: GraphNode, proc: SlidingWindowAggregateProcessor,
+                  procs: dict[str, Any], topology: Topology) -> SlidingSpec:
+    suppression: SuppressNodeProcessor = procs[node.children[0].name]
+    store = next(s for s in topology.stores if s.name == proc._store_name)
+    key_ser: Callable[[Any], bytes | None] = store.factory()._key_bytes
+    buffer_time = suppression._buffer_time
+    assert buffer_time is not None  # final results always have one
+    return SlidingSpec(node.name, node.factory, store.name, store.factory, key_ser,
+                       proc._d, proc._grace, node.children[0].name,
+                       suppression.key_serializer, suppression.value_serializer, buffer_time)
 
 
 def groups_by_bytes(serde: Serde[Any] | None) -> bool:

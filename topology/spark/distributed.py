@@ -13,6 +13,10 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   (with their arrival position) in Spark's state and fold them with the user's functions,
   in arrival order, when the window closes; session windows the same way with
   ``session_window(ts, gap)``;
+- a sliding-windowed ``count``/``reduce``/``aggregate`` with the same suppression (Spark's
+  windows start at multiples of the slide, not at each record) runs in
+  ``transformWithStateInPandas``, keys in hash buckets, the library's own sliding
+  aggregation and suppression doing the work (:mod:`topology.spark._sliding`);
 - a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
@@ -72,8 +76,8 @@ class DistributedRunner:
     :raises UnsupportedTopologyError: for a node it cannot run, naming it.
     :raises ColumnMappingError: for a mapping that does not fit a source's schema.
     :raises TypeError: for a topology that is not one, or a sink that is not callable.
-    :raises ValueError: for missing or unknown sources or sinks, or a time limit or join
-        on a session without the RocksDB state store.
+    :raises ValueError: for missing or unknown sources or sinks, or a time limit, join or
+        sliding windows on a session without the RocksDB state store.
 
     Time is Spark's: one watermark for the query, the largest timestamp seen minus the
     grace period, moved between micro-batches (see the Spark page of the docs for how that
@@ -118,7 +122,7 @@ class DistributedRunner:
         self._window_rows: float | None = None
         self._delivered: dict[str, int] = {}
         self._last_delivered = -1
-        stateful = compiled.limit or compiled.join
+        stateful = compiled.limit or compiled.join or compiled.sliding
         if stateful is not None:
             _check_transform_with_state(next(iter(sources.values())).sparkSession,
                                         stateful.name)
@@ -143,7 +147,8 @@ class DistributedRunner:
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
-        stateful = self._plan.join or self._plan.window or self._plan.limit
+        stateful = (self._plan.join or self._plan.window or self._plan.limit
+                    or self._plan.sliding)
         key_bytes = None if stateful is None else stateful.key_serializer
         pack = None
         if self._plan.limit is not None:
@@ -254,6 +259,31 @@ class DistributedRunner:
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
 
+    def _sliding(self, frames: list[Any]) -> Any:
+        """The sliding windows in ``transformWithStateInPandas``, keys in buckets."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        from ._sliding import BUCKETS, SlidingWindowsProcessor
+
+        sliding = self._plan.sliding
+        assert sliding is not None
+        rows = _union(frames)
+        # a null key (dropped and counted by the aggregation) goes to bucket 0; the event
+        # time, shifted by 1 ms with a delay of 1 ms (the watermark: the largest timestamp
+        # of the earlier micro-batches), goes no further than the watermark: without an
+        # event-time column Spark drops none of the processor's input as late
+        rows = (rows.where(F.col("route") == AGGREGATION)
+                .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)),
+                                                 F.lit(0)))
+                .withColumn("et", F.timestamp_millis(F.col("ts") + 1))
+                .withWatermark("et", "1 millisecond")
+                .drop("et"))
+        schema = StructType.fromJson(_spark_schema(FRAME))
+        out = rows.groupBy("bucket").transformWithStateInPandas(
+            SlidingWindowsProcessor(sliding, self._plan.post), schema, "Append", "EventTime")
+        return _drops_observed(out)
+
     def _joined(self, frames: list[Any]) -> Any:
         """The as-of join in ``transformWithStateInPandas``, keys in buckets."""
         from pyspark.sql import functions as F
@@ -293,6 +323,9 @@ class DistributedRunner:
                     direct_outputs.append(joined.where(joined.route >= 0))
         elif plan_.limit is not None:
             direct_outputs.insert(0, self._time_limited(frames))
+        elif plan_.sliding is not None:
+            sliding = self._sliding(frames)
+            direct_outputs.insert(0, sliding.where(sliding.route != DROPS))
         if plan_.window is None:
             if not direct_outputs:
                 raise ValueError("the topology writes no output topic: nothing to run")
@@ -398,10 +431,13 @@ class DistributedRunner:
 
           - ``null-key``: records reaching the windowed aggregation or the time-limited table
             with a ``None`` key (counted by Spark as they are filtered out), or reaching the
-            as-of join or its table with one; ``null-value``, ``out-of-order-update``,
-            ``expired-version``: the as-of join's and its versioned table's drops, as a task
-            counts them (sent on by the join's processor). These are exact.
-          - ``expired-window``: records Spark's windowed aggregation dropped behind its
+            as-of join, its table or the sliding windows with one; ``null-value``,
+            ``out-of-order-update``, ``expired-version``: the as-of join's and its versioned
+            table's drops, as a task counts them (sent on by the join's processor); for
+            sliding windows, ``null-value`` and ``expired-window`` are the drops of their
+            processors' aggregation, as a task counts them. These are exact.
+          - ``expired-window``, for time and session windows: records Spark's windowed
+            aggregation dropped behind its
             watermark (``numRowsDroppedByWatermark``). Spark counts its operator's input
             rows, which come after a partial aggregation: late records of one key and
             window in the same task of a micro-batch count once. It is exact when no two
@@ -410,8 +446,8 @@ class DistributedRunner:
             micro-batch, so it keeps records that a task's stream time would drop.
           - ``behind-watermark``: input rows a ``transformWithState`` operator dropped
             behind Spark's watermark. None are expected: the time limit's processors get
-            their input without an event-time column (the watermark only times them), and
-            the join's keep no watermark.
+            their input without an event-time column (the watermark only times them), nor
+            do the sliding windows', and the join's keep no watermark.
 
         - ``records-in-total``: rows the query read from its sources (Spark's
           ``numInputRows``).
@@ -541,8 +577,9 @@ NULL_KEYS = "topology.null-keys"
 their null key, before Spark's operator."""
 
 DROPS_SEEN = "topology.drops"
-"""The observed metric summing the drop rows (route ``DROPS``) of the as-of join's processor
-or of the packing ``mapInArrow`` stage before the time limit, one column a reason."""
+"""The observed metric summing the drop rows (route ``DROPS``) of the as-of join's and the
+sliding windows' processors or of the packing ``mapInArrow`` stage before the time limit, one
+column a reason."""
 
 
 def _drops_observed(rows: Any) -> Any:

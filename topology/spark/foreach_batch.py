@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from ..runtime.clock import Clock, SystemClock
 from ..testing.driver import TopologyTestDriver
 from ..topology import Topology
 from .columns import Columns, plan
@@ -60,6 +61,13 @@ class ForeachBatchRunner:
         Spark's Kafka source schema.
     :param config: the driver's config (``TopologyTestDriver(topology, config)``).
     :param ignore_topics: output topics whose records are dropped on purpose.
+    :param clock: the wall clock (:class:`~topology.runtime.clock.Clock`, ms since the epoch)
+        the task runs on; ``None``: the system clock. The runner reads it at the start of
+        each micro-batch, before the batch's records: wall-clock punctuations and idle close
+        (``Suppressed.with_idle_close``) fire then, and their output goes out and commits
+        with the batch. A batch delivered again after a failure reads the clock again, so
+        what the wall clock made due may differ from the failed attempt's (sinks that write
+        by batch id, such as ``sinks.parquet``, keep only the last attempt).
     :raises TypeError: for a topology that is not one, or a sink that is not callable.
     :raises ValueError: for a sink of a topic the topology does not write, an output topic
         with neither a sink nor a place in ``ignore_topics``, or an invalid config.
@@ -80,7 +88,7 @@ class ForeachBatchRunner:
     def __init__(self, topology: Topology, state_dir: str | os.PathLike[str] | None = None,
                  sinks: Mapping[str, Sink] | None = None, columns: Columns | None = None,
                  config: Mapping[str, Any] | None = None, *,
-                 ignore_topics: Iterable[str] = ()) -> None:
+                 ignore_topics: Iterable[str] = (), clock: Clock | None = None) -> None:
         if not isinstance(topology, Topology):
             raise TypeError(f"ForeachBatchRunner needs a Topology (StreamsBuilder.build()), "
                             f"got {type(topology).__name__}")
@@ -99,8 +107,10 @@ class ForeachBatchRunner:
                           for topic in node.topics}
         # The batch is the unit of work: its state, the outputs read and its id commit
         # together, in the runner's commit; the driver commits nothing on its own.
+        self._clock = SystemClock() if clock is None else clock
+        self._wall_ms = self._clock.now_ms()  # where the driver's wall clock is
         self._driver = TopologyTestDriver(topology, {**(config or {}), "auto_commit": False},
-                                          state_dir=state_dir)
+                                          state_dir=state_dir, initial_wall_clock_ms=self._wall_ms)
         self._inputs = {t: self._driver.create_input_topic(t) for t in self._sources}
         self._outputs = {t: self._driver.create_output_topic(t) for t in sorted(outputs)}
         self._broken: str | None = None
@@ -136,6 +146,10 @@ class ForeachBatchRunner:
                                 ).toArrow()
         runs = batch_plan.decode(table, self._sources, self._consumed)
         try:
+            now = self._clock.now_ms()
+            if now > self._wall_ms:  # idle close and wall-clock punctuations first
+                self._driver.advance_wall_clock_time(now - self._wall_ms)
+                self._wall_ms = now
             for topic, records in runs:
                 self._inputs[topic].pipe_records(records)
             counts = {}

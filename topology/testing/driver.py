@@ -335,7 +335,8 @@ class TopologyTestDriver:
     def advance_wall_clock_time(self, duration: int | _dt.timedelta) -> None:
         """Move the mock wall clock forward and run due wall-clock punctuations.
 
-        Suppressions never emit on wall-clock time (Kafka's behaviour).
+        Suppressions emit on wall-clock time only with idle close
+        (``Suppressed.with_idle_close``); without it, never (Kafka's behaviour).
 
         :raises ValueError: for a negative duration.
         """

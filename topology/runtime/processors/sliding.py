@@ -83,11 +83,20 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         self._old = self._send_old()
         self.init_late(task, True)
         if getattr(self._store, "persistent", False):
-            starts = self._starts
-            for windowed, _ in self._store.all():
-                starts.setdefault(windowed.key, []).append(windowed.window.start)
-            for key_starts in starts.values():
-                key_starts.sort()
+            self.reindex()
+
+    def reindex(self) -> None:
+        """Index the windows the store already holds (call after ``init``).
+
+        For a store filled before this processor ran: persistent state, or the windows of
+        a bucket the distributed runner restored into a fresh in-memory store.
+        """
+        starts = self._starts
+        starts.clear()
+        for windowed, _ in self._store.all():
+            starts.setdefault(windowed.key, []).append(windowed.window.start)
+        for key_starts in starts.values():
+            key_starts.sort()
 
     def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
         """The aggregation's stream time (its windows live in the store)."""

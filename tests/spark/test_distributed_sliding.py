@@ -1,0 +1,219 @@
+"""Sliding windows with final results on the DistributedRunner: the driver's records and drops.
+
+The Spark tests read a few small Parquet files (one micro-batch each); once drained the sinks
+must hold the driver's records (compared as multisets). The bucket tests run the batched
+processor's work (:class:`~topology.spark._sliding.SlidingBucket`) without Spark, micro-batch
+by micro-batch and bucket by bucket as Spark calls it, and compare records and drop counts
+with the driver's, out-of-order input included.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suppress import BufferConfig, Suppressed
+from suppress.entry import RecordContext
+from topology import (
+    Consumed,
+    Serdes,
+    SlidingWindows,
+    StreamsBuilder,
+    Topology,
+    TopologyTestDriver,
+)
+from topology.spark import DistributedRunner, sinks
+from topology.spark._compile import compile_topology
+from topology.spark._sliding import SlidingBucket
+
+from .helpers import Row, batches, kafka_table
+from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
+
+S = Serdes.string()
+D, GRACE = 40, 15
+
+
+def sliding_clicks(kind: str) -> Topology:
+    """Clicks per user in sliding windows of 40 ms (grace 15), final results only."""
+    b = StreamsBuilder()
+    windowed = (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+                .group_by_key()
+                .windowed_by(SlidingWindows.of_time_difference_and_grace(D, GRACE)))
+    if kind == "count":
+        table = windowed.count()
+    elif kind == "reduce":
+        table = windowed.reduce(lambda pages, page: pages + "," + page)
+    else:  # the result depends on arrival order
+        table = windowed.aggregate(lambda: "", lambda user, page, pages: pages + page[-1])
+    stream = (table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+              .to_stream())
+    if kind == "reduce":
+        stream = stream.map(lambda w, pages: (w.key, (w.window.start, pages)))
+    stream.to("out")
+    return b.build()
+
+
+def click_rows(seed: int, n: int = 240) -> list[Row]:
+    """Clicks of 5 users in timestamp order, and one of a sixth user whose only window the
+    last clicks close (so it leaves through the timer, in Spark's last micro-batch)."""
+    rng = random.Random(seed)
+    users = [f"user-{i}" for i in range(5)]
+    rows = [("clicks", rng.choice(users).encode(), rng.choice(["/a", "/b", "/c"]).encode(),
+             ts) for ts in sorted(rng.randrange(1_500) for _ in range(n))]
+    end = rows[-1][3] + 1  # the last click, alone at its time: the time user-9's window closes
+    rows += [("clicks", b"user-9", b"/z", end - GRACE - 1), ("clicks", b"user-0", b"/a", end)]
+    return sorted(rows, key=lambda r: r[3])
+
+
+def run(spark: Any, tmp_path: Path, kind: str, parts: list[list[Row]]
+        ) -> tuple[list[Any], DistributedRunner]:
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in parts])
+    out = sinks.memory()
+    runner = DistributedRunner(sliding_clicks(kind),
+                               sources={"clicks": stream_of(spark, tmp_path / "in")},
+                               sinks={"out": out}, checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    return out.read_records_to_list(), runner
+
+
+# -- on Spark ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["count", "aggregate", "reduce"])
+def test_sliding_windows_in_timestamp_order_give_the_driver_records(
+        rocksdb_state: Any, tmp_path: Path, kind: str) -> None:
+    data = click_rows(seed=7)
+    got, _ = run(rocksdb_state, tmp_path, kind, [list(p) for p in batches(data, 3)])
+    expected = driver_records(sliding_clicks(kind), data, "out")
+    assert len(expected) > 100
+    lone = [r for r in expected if "user-9" in str(r.key)]
+    assert len(lone) == 1  # closed by the last clicks: emitted by the timer
+    assert as_multiset(got) == as_multiset(expected)
+
+
+def test_a_record_late_beyond_grace_is_dropped_as_by_the_driver(rocksdb_state: Any,
+                                                                tmp_path: Path) -> None:
+    """Late behind the first micro-batch, in the third: the aggregation drops it (Spark's
+    own late-input filter, a micro-batch behind, would have: it drops nothing here)."""
+    data = click_rows(seed=3)
+    first, second, third = data[:100], data[100:200], data[200:]
+    late = ("clicks", b"user-1", b"/late", first[-1][3] - D - GRACE - 2)
+    got, runner = run(rocksdb_state, tmp_path, "aggregate",
+                      [first, second, [third[0], late, *third[1:]]])
+    rows = [*first, *second, third[0], late, *third[1:]]
+    expected = driver_records(sliding_clicks("aggregate"), rows, "out")
+    assert expected == driver_records(sliding_clicks("aggregate"), data, "out")
+    assert as_multiset(got) == as_multiset(expected)
+    dropped_by_spark = [op["numRowsDroppedByWatermark"] for p in runner.query.recentProgress
+                        for op in p["stateOperators"]]
+    assert dropped_by_spark and not any(dropped_by_spark)
+    metrics = runner.metrics()  # the processor's drop, as the driver counts it
+    assert metrics["dropped-records-total"] == 1.0
+    assert metrics["dropped-records-total{reason=expired-window}"] == 1.0
+
+
+# -- the batched processor's work, as Spark calls it ------------------------------------------
+
+BUCKETS = 3
+
+
+def bucket_run(topology: Topology, parts: list[list[Row]]) -> tuple[list[Any], Counter[str]]:
+    """Records and drops of the batched processors: each part one micro-batch (one input
+    partition), each bucket one call per micro-batch, then the timers of the last one."""
+    plan = compile_topology(topology)
+    spec = plan.sliding
+    assert spec is not None
+    states: dict[int, bytes | None] = {}
+    watermark = 0
+    out: list[Any] = []
+    drops: Counter[str] = Counter()
+
+    def call(bucket_id: int, rows: list[tuple[Row, int]]) -> None:
+        bucket = SlidingBucket(spec, plan.post, states.get(bucket_id), watermark)
+        for (_, key, value, ts), before in rows:
+            bucket.advance(before)
+            bucket.process(None if key is None else key.decode(),
+                           None if value is None else value.decode(),
+                           RecordContext(ts, -1, "", 0, ()))
+            bucket.aggregate._check()
+        out.extend(bucket.take())
+        states[bucket_id] = bucket.state()
+        drops.update(bucket.host.metrics.dropped)
+
+    for part in parts:
+        by_bucket: dict[int, list[tuple[Row, int]]] = {}
+        seen = -1
+        for row in part:
+            bucket_id = 0 if row[1] is None else zlib.crc32(row[1]) % BUCKETS
+            by_bucket.setdefault(bucket_id, []).append((row, seen))
+            seen = max(seen, row[3])
+        for bucket_id, rows in sorted(by_bucket.items()):
+            call(bucket_id, rows)
+        watermark = max(watermark, seen)
+    for bucket_id in sorted(states):  # the timers of the last micro-batch, without data
+        call(bucket_id, [])
+    return [(key, value, ts) for _, key, value, ts, _ in out], drops
+
+
+def driver_run(topology: Topology, rows: list[Row]) -> tuple[list[Any], Counter[str]]:
+    with TopologyTestDriver(topology) as driver:
+        source = driver.create_input_topic("clicks", Serdes.bytes(), Serdes.bytes())
+        for _, key, value, ts in rows:
+            source.pipe_input(key, value, timestamp=ts)
+        records = driver.create_output_topic("out").read_records_to_list()
+        metrics = driver.metrics()
+    prefix = "dropped-records-total{reason="
+    drops = Counter({name[len(prefix):-1]: int(n) for name, n in metrics.items()
+                     if name.startswith(prefix) and n})
+    return [(r.key, r.value, r.timestamp) for r in records], drops
+
+
+@st.composite
+def micro_batches(draw: st.DrawFn) -> list[list[Row]]:
+    """Clicks moving forward with jitter (some late beyond grace), null keys and values.
+
+    A record with a null key or value is no later than the records before it: the
+    aggregation drops it before it moves the driver's stream time, while the runner's time
+    (the watermark, ``st``) counts its timestamp (see the docs' time model).
+    """
+    n = draw(st.integers(1, 60))
+    rows: list[Row] = []
+    now = latest = 0
+    for _ in range(n):
+        now += draw(st.integers(0, 15))
+        ts = max(0, now - draw(st.sampled_from([0, 0, 0, 5, 30, 120])))
+        key = draw(st.sampled_from([b"a", b"b", b"c", b"d", None]))
+        value = draw(st.sampled_from([b"/x", b"/y", b"/z", None]))
+        if key is None or value is None:
+            ts = min(ts, latest)
+        latest = max(latest, ts)
+        rows.append(("clicks", key, value, ts))
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=3)))
+    return [rows[i:j] for i, j in zip([0, *cuts], [*cuts, n], strict=True)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=micro_batches(), kind=st.sampled_from(["count", "aggregate", "reduce"]))
+def test_buckets_give_the_driver_records_and_drops(parts: list[list[Row]], kind: str) -> None:
+    """One input partition per micro-batch: the runner's stream time is the driver's before
+    every record, so records and drops agree, out of order too."""
+    got, dropped = bucket_run(sliding_clicks(kind), parts)
+    expected, expected_drops = driver_run(sliding_clicks(kind), [r for p in parts for r in p])
+    assert Counter(got) == Counter(expected)
+    assert dropped == expected_drops
+
+
+def test_a_late_record_is_counted_once_as_by_the_driver() -> None:
+    early = [("clicks", b"a", b"/x", ts) for ts in (0, 10, 200)]
+    late = [("clicks", b"a", b"/late", 100), ("clicks", b"b", b"/y", 210)]
+    got, dropped = bucket_run(sliding_clicks("count"), [early, late])
+    expected, expected_drops = driver_run(sliding_clicks("count"), early + late)
+    assert expected_drops == Counter({"expired-window": 1})
+    assert dropped == expected_drops
+    assert Counter(got) == Counter(expected)
