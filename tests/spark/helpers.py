@@ -41,12 +41,17 @@ def driver_output(topology: Topology, rows: Iterable[Row], topic: str,
                   key_serde: Any = None, value_serde: Any = None) -> list[Any]:
     """What a driver's output topic holds after the rows were piped one by one as bytes."""
     with TopologyTestDriver(topology) as driver:
-        inputs: dict[str, Any] = {}
-        for name, key, value, ts in rows:
-            if name not in inputs:
-                inputs[name] = driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
-            inputs[name].pipe_input(key, value, timestamp=ts)
+        pipe_rows(driver, rows)
         return driver.create_output_topic(topic, key_serde, value_serde).read_records_to_list()
+
+
+def pipe_rows(driver: TopologyTestDriver, rows: Iterable[Row]) -> None:
+    """Pipe the rows one by one, as bytes, into the driver's input topics."""
+    inputs: dict[str, Any] = {}
+    for name, key, value, ts in rows:
+        if name not in inputs:
+            inputs[name] = driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
+        inputs[name].pipe_input(key, value, timestamp=ts)
 
 
 def batches(rows: Sequence[Row], n: int) -> list[Sequence[Row]]:

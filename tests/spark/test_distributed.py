@@ -40,7 +40,7 @@ from topology.spark import (
 )
 from topology.spark.distributed import ROCKSDB_PROVIDER
 
-from .helpers import Row, batches, kafka_table
+from .helpers import Row, batches, kafka_table, pipe_rows
 from .test_foreach_batch import final_counts
 
 S, L = Serdes.string(), Serdes.long()
@@ -200,11 +200,7 @@ def concatenated() -> Topology:
 
 def driver_metrics(topology: Topology, rows: list[Row]) -> dict[str, float]:
     with TopologyTestDriver(topology) as driver:
-        inputs: dict[str, Any] = {}
-        for name, key, value, ts in rows:
-            if name not in inputs:
-                inputs[name] = driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
-            inputs[name].pipe_input(key, value, timestamp=ts)
+        pipe_rows(driver, rows)
         return driver.metrics()
 
 
@@ -312,18 +308,24 @@ def level_rows(seed: int, n: int = 300) -> list[Row]:
     return rows
 
 
+def _rate_limited(spark: Any, tmp_path: Path, parts: list[list[Row]]) -> tuple[Any, Any]:
+    """The rate-limited levels run by a DistributedRunner over one file per part."""
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in parts])
+    out = sinks.memory()
+    runner = DistributedRunner(rate_limited_levels(),
+                               sources={"levels": stream_of(spark, tmp_path / "in")},
+                               sinks={"levels-limited": out},
+                               checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    return runner, out
+
+
 def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
                                                     ) -> None:
     """Also a record with a null key, which the table drops and counts, as in the driver."""
     data = level_rows(seed=4)
     data.insert(100, ("levels", None, L.serialize(7), data[100][3]))
-    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
-    out = sinks.memory()
-    runner = DistributedRunner(rate_limited_levels(),
-                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
-                               sinks={"levels-limited": out},
-                               checkpoint_dir=str(tmp_path / "chk"))
-    runner.run_available()
+    runner, out = _rate_limited(rocksdb_state, tmp_path, batches(data, 2))
     expected = driver_records(rate_limited_levels(), data, "levels-limited")
     assert len(expected) > 20 and any(r.value is None for r in expected)
     assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
@@ -340,13 +342,7 @@ def test_a_time_limit_keeps_records_behind_sparks_watermark(rocksdb_state: Any,
     late = [("levels", b"sensor-1", first[0][2], 3), ("levels", b"sensor-2", first[0][2], 5)]
     parts = [first, second, [*late, *third]]
     data = [r for part in parts for r in part]
-    write_parquet(tmp_path / "in", [kafka_table(part) for part in parts])
-    out = sinks.memory()
-    runner = DistributedRunner(rate_limited_levels(),
-                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
-                               sinks={"levels-limited": out},
-                               checkpoint_dir=str(tmp_path / "chk"))
-    runner.run_available()
+    runner, out = _rate_limited(rocksdb_state, tmp_path, parts)
     expected = driver_records(rate_limited_levels(), data, "levels-limited")
     assert {(r.key, r.timestamp) for r in expected} >= {("sensor-1", 3), ("sensor-2", 5)}
     assert as_multiset(out.read_records_to_list()) == as_multiset(expected)

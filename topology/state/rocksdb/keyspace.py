@@ -545,18 +545,7 @@ def _descending(
 def _pinned_top(iterator: Any, steps: int) -> list[Item]:
     """Up to ``steps`` items of ``iterator`` from its last one down."""
     iterator.seek_to_last()
-    key = iterator.key
-    value = iterator.value
-    step = iterator.prev
-    valid = iterator.valid
-    top = []
-    for _ in range(steps):
-        if not valid():
-            iterator.status()  # raises if the iterator stopped on an error
-            break
-        top.append((key(), value()))
-        step()
-    return top
+    return _pinned_items(iterator, steps, iterator.prev)
 
 
 def _pinned_marks(iterator: Any, start: bytes, block: int, end: bytes) -> list[bytes]:
@@ -583,18 +572,22 @@ def _pinned_marks(iterator: Any, start: bytes, block: int, end: bytes) -> list[b
 def _pinned_block(iterator: Any, start: bytes, block: int) -> list[Item]:
     """Up to ``block`` items of ``iterator`` from ``start`` (one of its keys) on, ascending."""
     iterator.seek(start)
+    return _pinned_items(iterator, block, iterator.next)
+
+
+def _pinned_items(iterator: Any, count: int, step: Callable[[], Any]) -> list[Item]:
+    """Up to ``count`` items of ``iterator`` from where it stands, moving by ``step``."""
     key = iterator.key
     value = iterator.value
-    step = iterator.next
     valid = iterator.valid
-    chunk = []
-    for _ in range(block):
+    items = []
+    for _ in range(count):
         if not valid():
-            iterator.status()
+            iterator.status()  # raises if the iterator stopped on an error
             break
-        chunk.append((key(), value()))
+        items.append((key(), value()))
         step()
-    return chunk
+    return items
 
 
 def _merge_forward(
