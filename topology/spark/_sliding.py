@@ -46,7 +46,7 @@ from suppress.processor import SuppressProcessor
 from ..runtime.metrics import TaskMetrics
 from ..runtime.processor import Entry
 from ._compile import ChainSpec, SlidingSpec
-from ._stages import Chain, Out, drop_counts, drop_frame, frame
+from ._stages import Chain, Out, drop_counts, drop_frame, frame, save_bucket
 
 __all__ = ("BUCKETS", "SlidingBucket", "SlidingWindowsProcessor")
 
@@ -168,16 +168,7 @@ class SlidingWindowsProcessor(StatefulProcessor):
                              stream_time)
 
     def _save(self, bucket: SlidingBucket) -> None:
-        for timer in self._handle.listTimers():
-            self._handle.deleteTimer(timer)
-        state = bucket.state()
-        if state is None:
-            self._state.clear()
-        else:
-            self._state.update((state,))
-        due = bucket.due()
-        if due is not None:
-            self._handle.registerTimer(due)
+        save_bucket(self._handle, self._state, bucket.state(), bucket.due())
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803

@@ -33,7 +33,7 @@ from ._compile import AGGREGATION, DROPS, ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
 
 __all__ = ("DROP_REASONS", "FRAME", "Chain", "drop_counts", "drop_frame", "frame",
-           "packed_frame", "pre_stage", "records_of_frame", "window_records")
+           "packed_frame", "pre_stage", "records_of_frame", "save_bucket", "window_records")
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
@@ -168,6 +168,23 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         pa.array(st, pa.int64()),
     ], schema=FRAME)
     return batch, seen
+
+
+def save_bucket(handle: Any, state: Any, data: bytes | None, due: int | None) -> None:
+    """Replace a bucket's one state value (``None``: clear it) and its one timer.
+
+    ``handle`` is the processor's ``StatefulProcessorHandle``, ``state`` its value state;
+    ``due`` the event time (ms) at which the bucket must run again without input (``None``:
+    never).
+    """
+    for timer in handle.listTimers():
+        handle.deleteTimer(timer)
+    if data is None:
+        state.clear()
+    else:
+        state.update((data,))
+    if due is not None:
+        handle.registerTimer(due)
 
 
 def drop_counts(metrics: Mapping[str, float], before: Mapping[str, float]) -> dict[str, int]:

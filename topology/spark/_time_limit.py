@@ -44,7 +44,7 @@ from suppress.processor import SuppressProcessor
 
 from ..serde import fallback_value_bytes
 from ._compile import ChainSpec, TimeLimitSpec
-from ._stages import Chain, frame
+from ._stages import Chain, frame, save_bucket
 
 __all__ = ("BUCKETS", "TimeLimitProcessor", "buckets")
 
@@ -94,13 +94,12 @@ class TimeLimitProcessor(StatefulProcessor):
 
     def _save(self, engine: SuppressProcessor) -> None:
         entries = [(e.time, e.key, e.new, e.prior, tuple(e.context)) for e in engine.buffer]
-        for timer in self._handle.listTimers():
-            self._handle.deleteTimer(timer)
         if not entries:
-            self._buffer.clear()
+            save_bucket(self._handle, self._buffer, None, None)
             return
-        self._buffer.update((pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL),))
-        self._handle.registerTimer(min(e[0] for e in entries) + self._spec.delay_ms)
+        save_bucket(self._handle, self._buffer,
+                    pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL),
+                    min(e[0] for e in entries) + self._spec.delay_ms)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
