@@ -627,10 +627,11 @@ def _every_update() -> Topology:
     return b.build()
 
 
-def _bounded_final() -> Topology:
+def _bounded_after_join() -> Topology:
     b = StreamsBuilder()
-    (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
-     .count()
+    rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
+    (b.stream("payments").join(rates, lambda p, r: p).group_by_key()
+     .windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
      .suppress(Suppressed.until_window_closes(BufferConfig.max_records(5).shut_down_when_full()))
      .to_stream().to("out"))
     return b.build()
@@ -642,15 +643,6 @@ def _sliding_after_join() -> Topology:
     (b.stream("payments").join(rates, lambda p, r: p).group_by_key()
      .windowed_by(SlidingWindows.of_time_difference_with_no_grace(10)).count()
      .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
-    return b.build()
-
-
-def _bounded_sliding() -> Topology:
-    b = StreamsBuilder()
-    (b.stream("clicks").group_by_key()
-     .windowed_by(SlidingWindows.of_time_difference_with_no_grace(10)).count()
-     .suppress(Suppressed.until_window_closes(BufferConfig.max_records(5).shut_down_when_full()))
-     .to_stream().to("out"))
     return b.build()
 
 
@@ -679,20 +671,19 @@ def _two_aggregations() -> Topology:
     (_versioned_table_read_twice, "KTABLE-SOURCE-0000000001", "nothing else reading"),
     (_two_joins, "KSTREAM-LEFTJOIN-0000000005", "one stateful aggregation or join"),
     (_every_update, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
-    (_bounded_final, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
+    (_bounded_after_join, "KSTREAM-AGGREGATE-0000000005", "with an unbounded buffer"),
     (_two_aggregations, "KSTREAM-AGGREGATE-0000000008", "one stateful aggregation"),
     (_window_beside_join, "KSTREAM-JOIN-0000000009", "not before or beside it"),
     (_window_fed_by_join_and_stream, "KSTREAM-AGGREGATE-0000000", "from elsewhere"),
     (_join_after_window, "KSTREAM-JOIN-0000000008", "not before or beside it"),
     (_time_limit_and_window, "KSTREAM-AGGREGATE-0000000", "one stateful aggregation"),
     (_sliding_after_join, "KSTREAM-AGGREGATE-0000000005", "one stateful aggregation or join"),
-    (_bounded_sliding, "KTABLE-SUPPRESS-0000000003", "bounded buffer"),
     (_idle_close, "KTABLE-SUPPRESS-0000000003", "idle close"),
 ], ids=["time-limit-on-windows", "join-without-history",
         "versioned-table-read-twice", "two-joins", "every-update",
-        "bounded-buffer", "two-aggregations", "window-beside-join",
+        "bounded-after-join", "two-aggregations", "window-beside-join",
         "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window",
-        "sliding-after-join", "bounded-sliding", "idle-close"])
+        "sliding-after-join", "idle-close"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:
     with pytest.raises(UnsupportedTopologyError) as refused:

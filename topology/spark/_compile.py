@@ -10,10 +10,11 @@
   only child is ``suppress(until_window_closes(...))`` with an unbounded (or spilling)
   buffer, followed by ``to_stream()``. It becomes Spark's ``withWatermark`` +
   ``groupBy(window(...))`` (sessions: ``session_window(...)``) aggregation in append mode.
-- or **sliding**: one sliding-windowed ``count``/``reduce``/``aggregate`` with the same
-  suppression and ``to_stream()``: Spark has no window that starts at each record, so it
-  runs in ``transformWithStateInPandas`` by :mod:`topology.spark._sliding` (the library's
-  own sliding aggregation and suppression, a bucket of keys per call);
+- or **batched**: the same with a bounded buffer (emitting early or shutting down when
+  full: Spark keeps every open window, so the bound has no Spark form), or a sliding-windowed
+  aggregation (Spark has no window that starts at each record): it runs in
+  ``transformWithStateInPandas`` by :mod:`topology.spark._windows`, the library's own
+  aggregation and suppression, a bucket of keys per call (one bucket for a bounded buffer);
 - or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
   followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
   :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
@@ -26,8 +27,8 @@
   to output topics.
 
 Everything else (other tables, joins with tables without history, unsuppressed windowed
-aggregations, bounded buffers of final results, user processors, sliding windows after a
-join, any other second stateful node) is refused with a
+aggregations, user processors, sliding windows or bounded buffers after a join, any other
+second stateful node) is refused with a
 :class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
 """
 
@@ -35,9 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from suppress.config import BufferFullStrategy
+from suppress.config import BufferConfig, BufferFullStrategy, Suppressed
+from suppress.entry import RecordContext
 
 from ..errors import TopologyError
 from ..runtime.graph import GraphNode
@@ -54,10 +57,11 @@ from ..runtime.processors.sliding import SlidingWindowAggregateProcessor
 from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
+from ..testing.driver import DEFAULT_APPLICATION_ID
 from ..topology import Topology
 
-__all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "ChainSpec", "JoinSpec", "Plan", "SlidingSpec",
-           "TimeLimitSpec", "UnsupportedTopologyError", "WindowSpec",
+__all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "BatchedWindowSpec", "ChainSpec", "JoinSpec",
+           "Plan", "ReadInternalTopic", "TimeLimitSpec", "UnsupportedTopologyError", "WindowSpec",
            "compile_topology", "groups_by_bytes")
 
 STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesProcessor,
@@ -79,6 +83,21 @@ TABLE_UPDATE = -2
 DROPS = -3
 """The route of a batched processor's drop counts: one row per reason, the reason's name
 (UTF-8) in ``k`` and the count in ``ts``; counted by the runner, never sent to a sink."""
+
+
+class ReadInternalTopic(InternalProcessor):
+    """The source of an internal (repartition) topic inside a chain.
+
+    Passes records on with the topic a task would have read them from (a suppression's
+    buffer counts the name's bytes): the test driver's name, with its default application id.
+    """
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """Forward the record with :attr:`topic` as its context's topic."""
+        self.forward(key, value, ctx._replace(topic=self.topic))
 
 
 class UnsupportedTopologyError(TopologyError):
@@ -161,12 +180,14 @@ class JoinSpec:
 
 
 @dataclass(frozen=True)
-class SlidingSpec:
-    """A sliding-windowed aggregation with final results: run in a batched processor.
+class BatchedWindowSpec:
+    """A windowed aggregation with final results run in a batched processor.
 
-    The aggregation and its window store are built from the topology's own factories; the
-    suppression from its node's settings (an unbounded buffer: a spilling buffer's output
-    is the unbounded one).
+    Sliding windows (Spark's windows start at multiples of the slide, not at each record),
+    or time and session windows whose suppression has a bounded buffer (Spark keeps every
+    open window; the bound, which window goes out early or whether the query stops, is the
+    buffer's). The aggregation and its window or session store are built from the
+    topology's own factories; the suppression from its node's settings.
     """
 
     name: str
@@ -174,18 +195,32 @@ class SlidingSpec:
     factory: Callable[[], InternalProcessor]
     store: str
     store_factory: Callable[[], Any]
-    """Builds the aggregation's (in-memory) window store, as the test driver does."""
+    """Builds the aggregation's (in-memory) window or session store, as the test driver does."""
     key_serializer: Callable[[Any], bytes | None]
     """The store's key bytes: records are bucketed by them."""
-    time_difference_ms: int
+    kind: str
+    """``"time"``, ``"session"`` or ``"sliding"``: which windows a record may still update."""
+    span_ms: int
+    """The window size (time windows), the inactivity gap (sessions) or the time difference
+    (sliding windows)."""
     grace_ms: int
     suppression: str
     """The suppression node."""
+    suppressed: Suppressed
+    """The suppression's config; a spilling buffer's is unbounded (its output is the
+    unbounded one)."""
+    delay_ms: int
+    """The suppression's delay: the grace period (sessions: gap + grace)."""
     suppression_key_serializer: Callable[[Any], bytes | None]
     """The suppression's serializer of windowed keys (its eviction order)."""
     value_serializer: Callable[[Any], bytes | None]
     buffer_time: Callable[[Any], int]
-    """A windowed key's buffer time: the window's exclusive end (``end + 1``)."""
+    """A windowed key's buffer time: the window's exclusive end."""
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the buffer has a bound (then it runs in one bucket, as in a task)."""
+        return self.suppressed.buffer_config.is_bounded
 
 
 @dataclass(frozen=True)
@@ -208,8 +243,9 @@ class Plan:
     direct_window_topic: str | None
     """The source topic feeding a ``count()`` directly, with no other node: Spark may count
     its key column without any Python (when the column allows it)."""
-    sliding: SlidingSpec | None = None
-    """The sliding-windowed aggregation with final results (then ``window`` is ``None``)."""
+    batched: BatchedWindowSpec | None = None
+    """The windowed aggregation with final results run in a batched processor: sliding
+    windows, or a bounded buffer (then ``window`` is ``None``)."""
 
 
 def _what(node: GraphNode, processor: Any) -> str:
@@ -235,10 +271,10 @@ def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyErr
     return UnsupportedTopologyError(
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
         f"stateless stream steps, one time-, session- or sliding-windowed count/reduce/"
-        f"aggregate with suppress(until_window_closes(unbounded)) + to_stream(), one table "
+        f"aggregate with suppress(until_window_closes(...)) + to_stream(), one table "
         f"with suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads, optionally "
-        f"followed by such a time- or session-windowed aggregation; "
+        f"followed by a time- or session-windowed aggregation with an unbounded buffer; "
         f"ForeachBatchRunner runs every topology")
 
 
@@ -264,7 +300,7 @@ def compile_topology(topology: Topology) -> Plan:
     or the join (a windowed aggregation may follow the join)."""
     window_node: GraphNode | None = None
     window_proc: WindowedAggregateProcessor | SessionWindowAggregateProcessor | None = None
-    sliding: SlidingSpec | None = None
+    batched: BatchedWindowSpec | None = None
     limit: TimeLimitSpec | None = None
     join: JoinSpec | None = None
     join_node: GraphNode | None = None
@@ -286,23 +322,24 @@ def compile_topology(topology: Topology) -> Plan:
                                           f"join per topology, or an as-of join followed by "
                                           f"a time- or session-windowed aggregation, and "
                                           f"{(window_node or stateful).name} is another")
-        if isinstance(proc, WINDOWED):
-            stateful = stateful or node
-            window_node, window_proc = node, proc
+        if isinstance(proc, (*WINDOWED, SlidingWindowAggregateProcessor)):
             _check_window(node, proc, procs)
             to_streams = [g for c in node.children for g in c.children]
-        elif isinstance(proc, SlidingWindowAggregateProcessor):
-            stateful = node
-            _check_window(node, proc, procs)
-            sliding = _sliding_spec(node, proc, procs, topology)
-            to_streams = [g for c in node.children for g in c.children]
+            suppression = procs[node.children[0].name]
+            assert isinstance(suppression, SuppressNodeProcessor)  # checked just above
+            if isinstance(proc, WINDOWED) and not _bounded(suppression):
+                stateful = stateful or node
+                window_node, window_proc = node, proc
+            elif join_node is not None:
+                raise _refuse(node, proc, "after an as-of join only a time- or session-"
+                              "windowed aggregation with an unbounded buffer is compiled")
+            else:
+                stateful = node
+                batched = _batched_spec(node, proc, suppression, topology)
         elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
             stateful = _check_time_limit(node, proc, procs)
-            config = proc.suppressed.buffer_config
-            bounded = config.is_bounded and \
-                config.strategy is not BufferFullStrategy.SPILL_TO_DISK
             limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer,
-                                  config if bounded else None)
+                                  proc.suppressed.buffer_config if _bounded(proc) else None)
             to_streams = list(node.children)
         elif isinstance(proc, StreamTableJoinProcessor):
             table = _check_join(node, proc, procs, topology)
@@ -366,7 +403,12 @@ def compile_topology(topology: Topology) -> Plan:
                     kids.append(("out", exits[child.name], child.name))
                 else:
                     kids.append(index[child.name])
-            factory = sp.PassThrough if node.kind in ("source", "sink") else node.factory
+            factory: Callable[[], InternalProcessor] = node.factory
+            if node.kind == "sink":
+                factory = sp.PassThrough
+            elif node.kind == "source":
+                factory = sp.PassThrough if not set(node.topics) & internal else \
+                    partial(ReadInternalTopic, f"{DEFAULT_APPLICATION_ID}-{node.topics[0]}")
             specs.append((node.name, factory, tuple(kids)))
         root_index = {topic: tuple(index[n.name] for n in ns if n.name in index)
                       for topic, ns in roots.items()}
@@ -395,7 +437,7 @@ def compile_topology(topology: Topology) -> Plan:
         {} if window_node is None else {window_node.name: AGGREGATION})
     post = chain({"": to_streams}, "post", tuple(to_streams), {}) if to_streams \
         else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, limit, join, joined, post, topics, direct, sliding)
+    return Plan(sources, pre, window, limit, join, joined, post, topics, direct, batched)
 
 
 def _downstream(node: GraphNode, children: Callable[[GraphNode], list[GraphNode]]
@@ -443,11 +485,6 @@ def _check_window(node: GraphNode, proc: WindowedAggregateProcessor
     suppress = node.children[0]
     sproc = procs[suppress.name]
     _check_idle_close(suppress, sproc)
-    config = sproc.suppressed.buffer_config
-    if config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK:
-        raise _refuse(suppress, sproc, f"a bounded buffer ({config.strategy.name.lower()} "
-                      f"when full) has no Spark equivalent: Spark keeps every open window in "
-                      f"its state store (use BufferConfig.unbounded())")
     for child in suppress.children:
         cproc = procs[child.name]
         if not isinstance(cproc, ToStreamProcessor):
@@ -526,16 +563,35 @@ def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor
                       proc._initializer, proc._aggregator, key_ser)
 
 
-def _sliding_spec(node: GraphNode, proc: SlidingWindowAggregateProcessor,
-                  procs: dict[str, Any], topology: Topology) -> SlidingSpec:
-    suppression: SuppressNodeProcessor = procs[node.children[0].name]
+def _bounded(proc: SuppressNodeProcessor) -> bool:
+    """Whether a suppression's buffer has a bound that shows in its output.
+
+    A spilling buffer's output is the unbounded one's.
+    """
+    config = proc.suppressed.buffer_config
+    return config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK
+
+
+def _batched_spec(node: GraphNode, proc: Any, suppression: SuppressNodeProcessor,
+                  topology: Topology) -> BatchedWindowSpec:
     store = next(s for s in topology.stores if s.name == proc._store_name)
-    key_ser: Callable[[Any], bytes | None] = store.factory()._key_bytes
+    key_ser: Callable[[Any], bytes | None] = getattr(store.factory(), "_key_bytes",
+                                                     serializer_of(None))
+    if isinstance(proc, SlidingWindowAggregateProcessor):
+        kind, span, grace = "sliding", proc._d, proc._grace
+    elif isinstance(proc, SessionWindowAggregateProcessor):
+        kind, span, grace = "session", proc._gap, proc._grace
+    else:
+        kind, span, grace = "time", proc._windows.size_ms, proc._windows.grace_ms
+    suppressed = suppression.suppressed
+    if not _bounded(suppression):
+        suppressed = Suppressed.until_window_closes(BufferConfig.unbounded())
     buffer_time = suppression._buffer_time
     assert buffer_time is not None  # final results always have one
-    return SlidingSpec(node.name, node.factory, store.name, store.factory, key_ser,
-                       proc._d, proc._grace, node.children[0].name,
-                       suppression.key_serializer, suppression.value_serializer, buffer_time)
+    return BatchedWindowSpec(node.name, node.factory, store.name, store.factory, key_ser,
+                             kind, span, grace, node.children[0].name, suppressed,
+                             suppression.delay_ms, suppression.key_serializer,
+                             suppression.value_serializer, buffer_time)
 
 
 def groups_by_bytes(serde: Serde[Any] | None) -> bool:

@@ -119,11 +119,11 @@ class AsOfJoinProcessor(StatefulProcessor):
         out = chain.out
         seqs: list[int] = []
         index: list[int] = []
-        for route, k, v, ts, h, seq in zip(data["route"].tolist(), data["k"], data["v"],
-                                           data["ts"].tolist(), data["h"],
-                                           data["seq"].tolist(), strict=True):
+        for route, k, v, ts, h, seq, tp in zip(data["route"].tolist(), data["k"], data["v"],
+                                               data["ts"].tolist(), data["h"],
+                                               data["seq"].tolist(), data["tp"], strict=True):
             record_key = loads(k)
-            ctx = RecordContext(ts, -1, "", 0, () if h is None else loads(h))
+            ctx = RecordContext(ts, -1, tp or "", 0, () if h is None else loads(h))
             if route == TABLE_UPDATE:
                 update(record_key, loads(v), ctx)
                 if record_key is not None:
@@ -134,7 +134,8 @@ class AsOfJoinProcessor(StatefulProcessor):
                 seqs += [seq] * (len(out) - before)
                 index += range(len(out) - before)
         self._save(store, known, join)
-        batch, _ = frame(chain.take(), self._key_bytes, 0, positions=(seqs, index))
+        records, topics = chain.take_with_topics()
+        batch, _ = frame(records, self._key_bytes, 0, positions=(seqs, index), topics=topics)
         yield batch.to_pandas()
         drops = drop_counts(host.metrics.as_dict(), restored)
         if drops:

@@ -37,14 +37,16 @@ __all__ = ("DROP_REASONS", "FRAME", "Chain", "drop_counts", "drop_frame", "frame
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
-                   ("seq", pa.int64()), ("st", pa.int64())])
+                   ("seq", pa.int64()), ("st", pa.int64()), ("tp", pa.string())])
 """The record frame: the Arrow layout of records between the runner's operators.
 
 ``st`` is, for a record reaching the stateful node, the largest timestamp of the records
 that reached it before in the same partition of the micro-batch (-1 for none). For a record
 the as-of join sends on to a windowed aggregation, ``seq`` is the position of the stream
 record it joined and ``st`` its index among the records that one gave, so that the
-aggregation folds them in the order the stream records arrived."""
+aggregation folds them in the order the stream records arrived. ``tp``, for a record reaching
+the stateful node, is the topic a task would have read it from (its context's: a
+suppression's buffer counts the name's bytes); null elsewhere."""
 
 DROP_REASONS = (DropReason.NULL_KEY, DropReason.NULL_VALUE, DropReason.OUT_OF_ORDER,
                 DropReason.EXPIRED_VERSION, DropReason.EXPIRED_WINDOW)
@@ -68,6 +70,8 @@ class Chain:
 
     def __init__(self, spec: ChainSpec) -> None:
         self.out: list[Out] = []
+        self.topics: list[str] = []
+        """The context topic of each record in :attr:`out`."""
         procs: list[InternalProcessor] = []
         for name, factory, _ in spec.nodes:
             proc = factory()
@@ -95,12 +99,14 @@ class Chain:
 
     def _exit(self, route: int, sink: str) -> Entry:
         out = self.out.append
+        topic = self.topics.append
 
         def record(key: Any, value: Any, ctx: RecordContext) -> None:
             ts = ctx[0]
             if route >= 0 and (type(ts) is not int or not 0 <= ts <= LONG_MAX):
                 raise invalid_timestamp(sink, ts)
             out((route, key, value, ts, ctx[4]))
+            topic(ctx[2])
 
         def change(key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
             record(key, new, ctx)
@@ -127,31 +133,39 @@ class Chain:
 
     def take(self) -> list[Out]:
         """The records that left the chain since the last call."""
-        out = list(self.out)
+        return self.take_with_topics()[0]
+
+    def take_with_topics(self) -> tuple[list[Out], list[str]]:
+        """The records that left the chain since the last call, and their context topics."""
+        out, topics = list(self.out), list(self.topics)
         self.out.clear()
-        return out
+        self.topics.clear()
+        return out, topics
 
 
 def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
           first_seq: int, seen: int = -1,
-          positions: tuple[list[int], list[int]] | None = None
-          ) -> tuple[pa.RecordBatch, int]:
+          positions: tuple[list[int], list[int]] | None = None,
+          topics: list[str] | None = None) -> tuple[pa.RecordBatch, int]:
     """Records as a record-frame batch, and the largest stateful-input timestamp seen.
 
-    ``kb`` (by ``key_bytes``) and ``st`` are for the records routed to a stateful node
-    (a negative route);
+    ``kb`` (by ``key_bytes``), ``st`` and ``tp`` (from ``topics``, one per record, if given)
+    are for the records routed to a stateful node (a negative route);
     ``seen``: the largest timestamp routed there before these records. ``positions``, given,
     are the ``seq`` and ``st`` columns instead (the join's records: see :data:`FRAME`).
     """
     kb: list[bytes | None] = []
     st: list[int] = []
-    for route, key, _, ts, _ in records:
+    tp: list[str | None] = []
+    for i, (route, key, _, ts, _) in enumerate(records):
         if route >= 0:
             kb.append(None)
             st.append(-1)
+            tp.append(None)
             continue
         kb.append(None if key is None or key_bytes is None else key_bytes(key))
         st.append(seen)
+        tp.append(None if topics is None else topics[i])
         if ts > seen:
             seen = ts
     seq: Any = range(first_seq, first_seq + len(records))
@@ -166,6 +180,7 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         pa.array(kb, pa.binary()),
         pa.array(seq, pa.int64()),
         pa.array(st, pa.int64()),
+        pa.array(tp, pa.string()),
     ], schema=FRAME)
     return batch, seen
 
@@ -219,17 +234,20 @@ def drop_frame(drops: Mapping[str, int]) -> pa.RecordBatch:
         pa.nulls(n, pa.binary()),
         pa.array([0] * n, pa.int64()),
         pa.array([-1] * n, pa.int64()),
+        pa.nulls(n, pa.string()),
     ], schema=FRAME)
 
 
 def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
-                 first_seq: int, seen: int, buckets: int) -> tuple[pa.RecordBatch, int]:
+                 first_seq: int, seen: int, buckets: int, topics: list[str]
+                 ) -> tuple[pa.RecordBatch, int]:
     """:func:`frame`, but the records routed to the stateful node packed per key bucket.
 
     A record to an output topic is a row as in :func:`frame`. The records to the stateful
     node become one row per bucket (``crc32(key bytes) % buckets``): route
     :data:`~topology.spark._compile.AGGREGATION`, ``k`` a pickle of their list of ``(key,
-    value, timestamp, headers, seq, st)`` (``seq`` and ``st`` as in :data:`FRAME`), ``ts``
+    value, timestamp, headers, seq, st, topic)`` (as in :data:`FRAME`; ``topics``: each
+    record's), ``ts``
     their largest timestamp, ``seq`` the bucket and ``st`` their number; those with a
     ``None`` key are dropped and counted in a :func:`drop_frame` row. So Spark moves, sorts
     and converts one row per bucket instead of one per record.
@@ -239,7 +257,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     packs: dict[int, list[tuple[Any, ...]]] = {}
     null_keys = 0
     seq = first_seq
-    for record in records:
+    for record, topic in zip(records, topics, strict=True):
         route, key, value, ts, headers = record
         if route >= 0:
             rows.append(record)
@@ -250,7 +268,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
                 null_keys += 1
             else:
                 packs.setdefault(zlib.crc32(kb) % buckets, []).append(
-                    (key, value, ts, headers, seq, seen))
+                    (key, value, ts, headers, seq, seen, topic))
             if ts > seen:
                 seen = ts
         seq += 1
@@ -268,6 +286,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
             pa.nulls(len(order), pa.binary()),
             pa.array(order, pa.int64()),
             pa.array([len(packs[b]) for b in order], pa.int64()),
+            pa.nulls(len(order), pa.string()),
         ], schema=FRAME))
     if null_keys:
         parts.append(drop_frame({DropReason.NULL_KEY: null_keys}))
@@ -298,11 +317,11 @@ def pre_stage(plan: BatchPlan, topic: str,
         for batch in batches:
             for name, records in plan.decode(pa.Table.from_batches([batch]), topics, serdes):
                 chain.feed(name, records)
-            out = chain.take()
+            out, topics = chain.take_with_topics()
             if pack is None or key_bytes is None:
-                framed, seen = frame(out, key_bytes, seq, seen)
+                framed, seen = frame(out, key_bytes, seq, seen, topics=topics)
             else:
-                framed, seen = packed_frame(out, key_bytes, seq, seen, pack)
+                framed, seen = packed_frame(out, key_bytes, seq, seen, pack, topics)
             yield framed
             seq += len(out)
 

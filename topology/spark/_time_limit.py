@@ -114,9 +114,9 @@ class TimeLimitProcessor(StatefulProcessor):
         records.sort(key=itemgetter(4))  # by seq: the order they arrived in
         engine, chain = self._restore(timerValues.getCurrentWatermarkInMs())
         advance, process = engine.advance_stream_time, engine.process_change
-        for k, v, ts, h, _, st in records:
+        for k, v, ts, h, _, st, topic in records:
             advance(st)
-            process(k, v, None, RecordContext(ts, -1, "", 0, h))
+            process(k, v, None, RecordContext(ts, -1, topic, 0, h))
         self._save(engine)
         yield _pandas(chain)
 

@@ -14,9 +14,11 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   in arrival order, when the window closes; session windows the same way with
   ``session_window(ts, gap)``;
 - a sliding-windowed ``count``/``reduce``/``aggregate`` with the same suppression (Spark's
-  windows start at multiples of the slide, not at each record) runs in
-  ``transformWithStateInPandas``, keys in hash buckets, the library's own sliding
-  aggregation and suppression doing the work (:mod:`topology.spark._sliding`);
+  windows start at multiples of the slide, not at each record), or a time- or
+  session-windowed one whose suppression has a bounded buffer (Spark keeps every open
+  window), runs in ``transformWithStateInPandas``, keys in hash buckets (one for a bounded
+  buffer), the library's own aggregation and suppression doing the work
+  (:mod:`topology.spark._windows`);
 - a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
@@ -77,7 +79,7 @@ class DistributedRunner:
     :raises ColumnMappingError: for a mapping that does not fit a source's schema.
     :raises TypeError: for a topology that is not one, or a sink that is not callable.
     :raises ValueError: for missing or unknown sources or sinks, or a time limit, join or
-        sliding windows on a session without the RocksDB state store.
+        batched windows on a session without the RocksDB state store.
 
     Time is Spark's: one watermark for the query, the largest timestamp seen minus the
     grace period, moved between micro-batches (see the Spark page of the docs for how that
@@ -122,7 +124,7 @@ class DistributedRunner:
         self._window_rows: float | None = None
         self._delivered: dict[str, int] = {}
         self._last_delivered = -1
-        stateful = compiled.limit or compiled.join or compiled.sliding
+        stateful = compiled.limit or compiled.join or compiled.batched
         if stateful is not None:
             _check_transform_with_state(next(iter(sources.values())).sparkSession,
                                         stateful.name)
@@ -148,7 +150,7 @@ class DistributedRunner:
 
         schema = StructType.fromJson(_spark_schema(FRAME))
         stateful = (self._plan.join or self._plan.window or self._plan.limit
-                    or self._plan.sliding)
+                    or self._plan.batched)
         key_bytes = None if stateful is None else stateful.key_serializer
         pack = None
         if self._plan.limit is not None:
@@ -259,29 +261,29 @@ class DistributedRunner:
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
 
-    def _sliding(self, frames: list[Any]) -> Any:
-        """The sliding windows in ``transformWithStateInPandas``, keys in buckets."""
+    def _batched_windows(self, frames: list[Any]) -> Any:
+        """The batched windowed aggregation in ``transformWithStateInPandas``, keys in buckets."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        from ._sliding import BUCKETS, SlidingWindowsProcessor
+        from ._windows import BatchedWindowsProcessor, buckets
 
-        sliding = self._plan.sliding
-        assert sliding is not None
+        spec = self._plan.batched
+        assert spec is not None
         rows = _union(frames)
         # a null key (dropped and counted by the aggregation) goes to bucket 0; the event
         # time, shifted by 1 ms with a delay of 1 ms (the watermark: the largest timestamp
         # of the earlier micro-batches), goes no further than the watermark: without an
         # event-time column Spark drops none of the processor's input as late
         rows = (rows.where(F.col("route") == AGGREGATION)
-                .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"), F.lit(BUCKETS)),
-                                                 F.lit(0)))
+                .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"),
+                                                        F.lit(buckets(spec))), F.lit(0)))
                 .withColumn("et", F.timestamp_millis(F.col("ts") + 1))
                 .withWatermark("et", "1 millisecond")
                 .drop("et"))
         schema = StructType.fromJson(_spark_schema(FRAME))
         out = rows.groupBy("bucket").transformWithStateInPandas(
-            SlidingWindowsProcessor(sliding, self._plan.post), schema, "Append", "EventTime")
+            BatchedWindowsProcessor(spec, self._plan.post), schema, "Append", "EventTime")
         return _drops_observed(out)
 
     def _joined(self, frames: list[Any]) -> Any:
@@ -323,9 +325,9 @@ class DistributedRunner:
                     direct_outputs.append(joined.where(joined.route >= 0))
         elif plan_.limit is not None:
             direct_outputs.insert(0, self._time_limited(frames))
-        elif plan_.sliding is not None:
-            sliding = self._sliding(frames)
-            direct_outputs.insert(0, sliding.where(sliding.route != DROPS))
+        elif plan_.batched is not None:
+            batched = self._batched_windows(frames)
+            direct_outputs.insert(0, batched.where(batched.route != DROPS))
         if plan_.window is None:
             if not direct_outputs:
                 raise ValueError("the topology writes no output topic: nothing to run")
@@ -431,13 +433,14 @@ class DistributedRunner:
 
           - ``null-key``: records reaching the windowed aggregation or the time-limited table
             with a ``None`` key (counted by Spark as they are filtered out), or reaching the
-            as-of join, its table or the sliding windows with one; ``null-value``,
-            ``out-of-order-update``, ``expired-version``: the as-of join's and its versioned
-            table's drops, as a task counts them (sent on by the join's processor); for
-            sliding windows, ``null-value`` and ``expired-window`` are the drops of their
-            processors' aggregation, as a task counts them. These are exact.
-          - ``expired-window``, for time and session windows: records Spark's windowed
-            aggregation dropped behind its
+            as-of join, its table or the batched windows (sliding windows, bounded
+            buffers) with one; ``null-value``, ``out-of-order-update``,
+            ``expired-version``: the as-of join's and its versioned table's drops, as a
+            task counts them (sent on by the join's processor); for batched windows,
+            ``null-value`` and ``expired-window`` are the drops of their processors'
+            aggregation, as a task counts them. These are exact.
+          - ``expired-window``, for time and session windows compiled to Spark's windowed
+            aggregation: records it dropped behind its
             watermark (``numRowsDroppedByWatermark``). Spark counts its operator's input
             rows, which come after a partial aggregation: late records of one key and
             window in the same task of a micro-batch count once. It is exact when no two
@@ -447,7 +450,7 @@ class DistributedRunner:
           - ``behind-watermark``: input rows a ``transformWithState`` operator dropped
             behind Spark's watermark. None are expected: the time limit's processors get
             their input without an event-time column (the watermark only times them), nor
-            do the sliding windows', and the join's keep no watermark.
+            do the batched windows', and the join's keep no watermark.
 
         - ``records-in-total``: rows the query read from its sources (Spark's
           ``numInputRows``).
@@ -578,7 +581,7 @@ their null key, before Spark's operator."""
 
 DROPS_SEEN = "topology.drops"
 """The observed metric summing the drop rows (route ``DROPS``) of the as-of join's and the
-sliding windows' processors or of the packing ``mapInArrow`` stage before the time limit, one
+batched windows' processors or of the packing ``mapInArrow`` stage before the time limit, one
 column a reason."""
 
 
@@ -617,7 +620,8 @@ def _col(name: str) -> Any:
 
 def _spark_schema(schema: pa.Schema) -> dict[str, Any]:
     """The record frame's schema in Spark's JSON form."""
-    kinds = {pa.int32(): "integer", pa.int64(): "long", pa.binary(): "binary"}
+    kinds = {pa.int32(): "integer", pa.int64(): "long", pa.binary(): "binary",
+             pa.string(): "string"}
     return {"type": "struct", "fields": [
         {"name": f.name, "type": kinds[f.type], "nullable": True, "metadata": {}}
         for f in schema]}

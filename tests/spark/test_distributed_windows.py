@@ -1,10 +1,13 @@
-"""Sliding windows with final results on the DistributedRunner: the driver's records and drops.
+"""Windows run in the DistributedRunner's batched processor: the driver's records and drops.
 
-The Spark tests read a few small Parquet files (one micro-batch each); once drained the sinks
-must hold the driver's records (compared as multisets). The bucket tests run the batched
-processor's work (:class:`~topology.spark._sliding.SlidingBucket`) without Spark, micro-batch
-by micro-batch and bucket by bucket as Spark calls it, and compare records and drop counts
-with the driver's, out-of-order input included.
+Sliding windows (Spark has no window starting at each record) and time or session windows
+whose final results go through a bounded buffer (emitting early or shutting down when full)
+run in :mod:`topology.spark._windows`. The Spark tests read a few small Parquet files (one
+micro-batch each); once drained the sinks must hold the driver's records (compared as
+multisets). The bucket tests run the batched processor's work
+(:class:`~topology.spark._windows.WindowBucket`) without Spark, micro-batch by micro-batch
+and bucket by bucket as Spark calls it, and compare records and drop counts with the
+driver's, out-of-order input included.
 """
 
 from __future__ import annotations
@@ -19,45 +22,65 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from suppress import BufferConfig, Suppressed
+from suppress import BufferConfig, BufferFullError, Suppressed
 from suppress.entry import RecordContext
 from topology import (
     Consumed,
     Serdes,
+    SessionWindows,
     SlidingWindows,
     StreamsBuilder,
+    TimeWindows,
     Topology,
     TopologyTestDriver,
 )
 from topology.spark import DistributedRunner, sinks
 from topology.spark._compile import compile_topology
-from topology.spark._sliding import SlidingBucket
+from topology.spark._windows import WindowBucket, buckets
 
 from .helpers import Row, batches, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
 S = Serdes.string()
 D, GRACE = 40, 15
+UNBOUNDED = BufferConfig.unbounded()
 
 
-def sliding_clicks(kind: str) -> Topology:
-    """Clicks per user in sliding windows of 40 ms (grace 15), final results only."""
+def _windows(windows: str) -> Any:
+    if windows == "sliding":
+        return SlidingWindows.of_time_difference_and_grace(D, GRACE)
+    if windows == "tumbling":
+        return TimeWindows.of_size_and_grace(D, GRACE)
+    if windows == "hopping":
+        return TimeWindows.of_size_and_grace(D, GRACE).advance_by(D // 4)
+    return SessionWindows.of_inactivity_gap_and_grace(D // 2, GRACE)
+
+
+def windowed_clicks(kind: str, windows: str = "sliding", buffer: Any = UNBOUNDED) -> Topology:
+    """Clicks per user in windows of 40 ms (sessions: a gap of 20 ms; grace 15), final
+    results only, through ``buffer``."""
     b = StreamsBuilder()
-    windowed = (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
-                .group_by_key()
-                .windowed_by(SlidingWindows.of_time_difference_and_grace(D, GRACE)))
+    grouped = (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
+               .group_by_key().windowed_by(_windows(windows)))
     if kind == "count":
-        table = windowed.count()
-    elif kind == "reduce":
-        table = windowed.reduce(lambda pages, page: pages + "," + page)
-    else:  # the result depends on arrival order
-        table = windowed.aggregate(lambda: "", lambda user, page, pages: pages + page[-1])
-    stream = (table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
-              .to_stream())
+        table = grouped.count()
+    elif kind == "reduce":  # time and session windows hand null values to the user's code
+        table = grouped.reduce(lambda pages, page: pages + "," + str(page))
+    elif windows == "session":  # the result depends on arrival order
+        table = grouped.aggregate(lambda: "", lambda user, page, pages: pages + str(page)[-1],
+                                  lambda user, a, b: a + b)
+    else:
+        table = grouped.aggregate(lambda: "", lambda user, page, pages: pages + str(page)[-1])
+    stream = table.suppress(Suppressed.until_window_closes(buffer)).to_stream()
     if kind == "reduce":
         stream = stream.map(lambda w, pages: (w.key, (w.window.start, pages)))
     stream.to("out")
     return b.build()
+
+
+def sliding_clicks(kind: str) -> Topology:
+    """Clicks per user in sliding windows of 40 ms (grace 15), final results only."""
+    return windowed_clicks(kind)
 
 
 def click_rows(seed: int, n: int = 240) -> list[Row]:
@@ -72,11 +95,12 @@ def click_rows(seed: int, n: int = 240) -> list[Row]:
     return sorted(rows, key=lambda r: r[3])
 
 
-def run(spark: Any, tmp_path: Path, kind: str, parts: list[list[Row]]
+def run(spark: Any, tmp_path: Path, kind: str | Topology, parts: list[list[Row]]
         ) -> tuple[list[Any], DistributedRunner]:
     write_parquet(tmp_path / "in", [kafka_table(part) for part in parts])
     out = sinks.memory()
-    runner = DistributedRunner(sliding_clicks(kind),
+    topology = sliding_clicks(kind) if isinstance(kind, str) else kind
+    runner = DistributedRunner(topology,
                                sources={"clicks": stream_of(spark, tmp_path / "in")},
                                sinks={"out": out}, checkpoint_dir=str(tmp_path / "chk"))
     runner.run_available()
@@ -120,28 +144,28 @@ def test_a_record_late_beyond_grace_is_dropped_as_by_the_driver(rocksdb_state: A
 
 # -- the batched processor's work, as Spark calls it ------------------------------------------
 
-BUCKETS = 3
-
-
 def bucket_run(topology: Topology, parts: list[list[Row]]) -> tuple[list[Any], Counter[str]]:
     """Records and drops of the batched processors: each part one micro-batch (one input
-    partition), each bucket one call per micro-batch, then the timers of the last one."""
+    partition), each bucket one call per micro-batch, then the timers of the last one.
+    Keys go into 3 buckets (a bounded buffer: 1, as on Spark)."""
     plan = compile_topology(topology)
-    spec = plan.sliding
+    spec = plan.batched
     assert spec is not None
+    n_buckets = 1 if buckets(spec) == 1 else 3
     states: dict[int, bytes | None] = {}
     watermark = 0
     out: list[Any] = []
     drops: Counter[str] = Counter()
 
     def call(bucket_id: int, rows: list[tuple[Row, int]]) -> None:
-        bucket = SlidingBucket(spec, plan.post, states.get(bucket_id), watermark)
+        bucket = WindowBucket(spec, plan.post, states.get(bucket_id), watermark)
         for (_, key, value, ts), before in rows:
             bucket.advance(before)
             bucket.process(None if key is None else key.decode(),
                            None if value is None else value.decode(),
-                           RecordContext(ts, -1, "", 0, ()))
-            bucket.aggregate._check()
+                           RecordContext(ts, -1, "clicks", 0, ()))
+            if spec.kind == "sliding":
+                bucket.aggregate._check()
         out.extend(bucket.take())
         states[bucket_id] = bucket.state()
         drops.update(bucket.host.metrics.dropped)
@@ -150,7 +174,7 @@ def bucket_run(topology: Topology, parts: list[list[Row]]) -> tuple[list[Any], C
         by_bucket: dict[int, list[tuple[Row, int]]] = {}
         seen = -1
         for row in part:
-            bucket_id = 0 if row[1] is None else zlib.crc32(row[1]) % BUCKETS
+            bucket_id = 0 if row[1] is None else zlib.crc32(row[1]) % n_buckets
             by_bucket.setdefault(bucket_id, []).append((row, seen))
             seen = max(seen, row[3])
         for bucket_id, rows in sorted(by_bucket.items()):
@@ -217,3 +241,81 @@ def test_a_late_record_is_counted_once_as_by_the_driver() -> None:
     assert expected_drops == Counter({"expired-window": 1})
     assert dropped == expected_drops
     assert Counter(got) == Counter(expected)
+
+
+# -- bounded buffers: one bucket, the bound the whole buffer's as in a task --------------------
+
+BOUNDS = {
+    "records-2": BufferConfig.max_records(2).shut_down_when_full(),
+    "records-6": BufferConfig.max_records(6).shut_down_when_full(),
+    "bytes-400": BufferConfig.max_bytes(400).shut_down_when_full(),
+    "records-5-bytes-600": BufferConfig.max_records(5).with_max_bytes(600)
+    .shut_down_when_full(),
+}
+"""Final results take strict buffers only: a bound that is reached stops the task."""
+
+
+def outcome(run: Any) -> tuple[str, Any]:
+    """``("ok", (records, drops))``, or ``("full", message)`` for a full buffer."""
+    try:
+        return "ok", run()
+    except BufferFullError as full:
+        return "full", str(full)
+    except Exception as error:  # the driver wraps what a processor raises
+        cause = error.__cause__
+        if isinstance(cause, BufferFullError):
+            return "full", str(cause)
+        raise
+
+
+@settings(max_examples=80, deadline=None)
+@given(parts=micro_batches(), kind=st.sampled_from(["count", "aggregate", "reduce"]),
+       windows=st.sampled_from(["tumbling", "hopping", "session", "sliding"]),
+       bound=st.sampled_from(sorted(BOUNDS)))
+def test_bounded_buffers_give_the_driver_records_or_its_error(
+        parts: list[list[Row]], kind: str, windows: str, bound: str) -> None:
+    """Within the bound the driver's records and drops; over it, the driver's error."""
+    topology = windowed_clicks(kind, windows, BOUNDS[bound])
+    spec = compile_topology(topology).batched
+    assert spec is not None and buckets(spec) == 1
+    got = outcome(lambda: bucket_run(topology, parts))
+    expected = outcome(lambda: driver_run(windowed_clicks(kind, windows, BOUNDS[bound]),
+                                          [r for p in parts for r in p]))
+    if got[0] == "ok" and expected[0] == "ok":
+        assert Counter(got[1][0]) == Counter(expected[1][0])
+        assert got[1][1] == expected[1][1]
+    else:
+        assert got == expected
+
+
+def test_a_full_buffer_stops_the_bucket_as_it_stops_the_driver() -> None:
+    """Three users' sessions open at once in a buffer of two."""
+    rows = [("clicks", f"u{i}".encode(), b"/a", i) for i in range(3)]
+    got = outcome(lambda: bucket_run(windowed_clicks("count", "session", BOUNDS["records-2"]),
+                                     [rows[:1], rows[1:]]))
+    expected = outcome(lambda: driver_run(
+        windowed_clicks("count", "session", BOUNDS["records-2"]), rows))
+    assert expected[0] == "full"
+    assert got == expected
+
+
+@pytest.mark.parametrize("windows", ["tumbling", "session"])
+def test_bounded_buffers_on_spark_give_the_driver_records(rocksdb_state: Any, tmp_path: Path,
+                                                          windows: str) -> None:
+    """A bound the clicks never reach: the driver's final results, from one bucket."""
+    data = click_rows(seed=11)
+    bound = BufferConfig.max_records(50).shut_down_when_full()
+    got, runner = run(rocksdb_state, tmp_path, windowed_clicks("aggregate", windows, bound),
+                      [list(p) for p in batches(data, 3)])
+    expected = driver_records(windowed_clicks("aggregate", windows, bound), data, "out")
+    assert len(expected) > 20
+    assert as_multiset(got) == as_multiset(expected)
+    assert runner.metrics()["records-out-total"] == len(expected)
+
+
+def test_a_full_buffer_fails_the_query(rocksdb_state: Any, tmp_path: Path) -> None:
+    """Five users' windows open at once in a buffer of two: Spark's query fails with the
+    buffer's error, as the driver's task stops."""
+    with pytest.raises(Exception, match="buffer exceeded its max capacity"):
+        run(rocksdb_state, tmp_path, windowed_clicks("count", "tumbling", BOUNDS["records-2"]),
+            [click_rows(seed=5)])

@@ -1,28 +1,32 @@
-"""Sliding windows with final results as a batched ``transformWithStateInPandas`` processor.
+"""Windowed aggregations with final results as a batched ``transformWithStateInPandas`` processor.
 
-Spark's windows start at fixed multiples of the slide; a sliding window starts at each
-record, so no Spark operator computes them. As for the time limit
-(:mod:`topology.spark._time_limit`), keys are grouped into :data:`BUCKETS` buckets by a hash
-of their bytes (a null key: bucket 0, where the aggregation drops and counts it): one call
-handles every record of a bucket in a micro-batch, and the bucket's whole state is one state
-value (a pickle written and read only by this processor), read once and written once: the
-windows its keys may still update, and the suppression's buffer.
+Two kinds run here rather than in Spark's windowed aggregation: sliding windows (Spark's
+windows start at fixed multiples of the slide; a sliding window starts at each record) and
+time or session windows whose suppression has a bounded buffer (Spark keeps every open
+window; which window leaves early, or whether the query stops, is the bound's). As for the
+time limit (:mod:`topology.spark._time_limit`), keys are grouped into buckets by a hash of
+their bytes (:func:`buckets`: :data:`BUCKETS`, or one for a bounded buffer, whose bound is
+the whole buffer's as in a task; a null key goes to bucket 0, where the aggregation drops
+and counts it): one call handles every record of a bucket in a micro-batch, and the
+bucket's whole state is one state value (a pickle written and read only by this
+processor), read once and written once: the windows its keys may still update, and the
+suppression's buffer.
 
-Inside a call the library's own parts do the work, as in a task: the topology's
-:class:`~topology.runtime.processors.sliding.SlidingWindowAggregateProcessor` on the
-topology's in-memory window store (the windows restored into it), feeding the suppression
-engine with ``until_window_closes``, whose final results go through the post chain. Records
-go in arrival order. The stream time is the time limit's: at the start of a micro-batch,
-Spark's watermark (the largest timestamp of the earlier micro-batches), and before each
-record also the largest timestamp that reached the aggregation earlier in the same
-partition of the micro-batch (the ``st`` column). The aggregation drops a record whose
-windows are closed for that time and counts it (``dropped-records-total``, in the call's
-``SlidingBucket.host.metrics``, and logged on the executor), as a task does; a call sends its
-drops on as :data:`~topology.spark._compile.DROPS` rows, which the runner counts in its
-metrics.
+Inside a call the library's own parts do the work, as in a task: the topology's windowed
+aggregation on the topology's in-memory window or session store (the open windows restored
+into it), feeding the suppression engine with the node's ``until_window_closes`` config,
+whose results go through the post chain. Records go in arrival order. The stream time is
+the time limit's: at the start of a micro-batch, Spark's watermark (the largest timestamp
+of the earlier micro-batches), and before each record also the largest timestamp that
+reached the aggregation earlier in the same partition of the micro-batch (the ``st``
+column). The aggregation drops a record whose windows are closed for that time and counts
+it (``dropped-records-total``, in the call's ``WindowBucket.host.metrics``, and logged on
+the executor), as a task does; a call sends its drops on as
+:data:`~topology.spark._compile.DROPS` rows, which the runner counts in its metrics.
 Windows that become due without another record of their bucket leave through an
 event-time timer at their close time, which Spark fires once the watermark reaches it (at
-the latest in its last micro-batch without data).
+the latest in its last micro-batch without data). A full shut-down buffer raises
+:class:`~suppress.BufferFullError` in the call, which fails the query, as it stops a task.
 
 The records reach the processor without an event-time column (it is dropped after the
 watermark is taken from it), so Spark drops none of them as late: the aggregation decides,
@@ -32,57 +36,68 @@ and counts, as in a task.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from suppress import BufferConfig, Suppressed
 from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
+from suppress.time import is_window_closed
 
 from ..runtime.metrics import TaskMetrics
 from ..runtime.processor import Entry
-from ._compile import ChainSpec, SlidingSpec
+from ..windows import Window, Windowed
+from ._compile import BatchedWindowSpec, ChainSpec
 from ._stages import Chain, Out, drop_counts, drop_frame, frame, save_bucket
 
-__all__ = ("BUCKETS", "SlidingBucket", "SlidingWindowsProcessor")
+__all__ = ("BUCKETS", "BatchedWindowsProcessor", "WindowBucket", "buckets")
 
 BUCKETS = 8
-"""Key buckets: groups of ``transformWithState``; each call handles a bucket's records."""
+"""Key buckets of an unbounded buffer: groups of ``transformWithState``; each call handles
+a bucket's records."""
 
 _STATE = StructType([StructField("windows", BinaryType())])
 
 
+def buckets(spec: BatchedWindowSpec) -> int:
+    """How many key buckets the aggregation runs in: one for a bounded buffer.
+
+    A bound (which window it emits early, or whether it shuts down) is the whole buffer's,
+    as in a task, so a bounded buffer is not split.
+    """
+    return 1 if spec.bounded else BUCKETS
+
+
 class _BucketHost:
-    """What the aggregation reads of its task: its window store and the drop counters.
+    """What the aggregation reads of its task: its store and the drop counters.
 
     Drops (null keys or values, records for closed windows) are counted here and logged on
     the executor, as a task logs them.
     """
 
-    def __init__(self, spec: SlidingSpec) -> None:
+    def __init__(self, spec: BatchedWindowSpec) -> None:
         self.stores = {spec.store: spec.store_factory()}
         self.metrics = TaskMetrics()
 
 
-class SlidingBucket:
+class WindowBucket:
     """One call's work on one bucket: its state restored, records in, results and state out.
 
     :param state: the bucket's state value as :meth:`state` wrote it, or ``None``.
     :param stream_time: the stream time when the call starts (Spark's watermark), in ms.
     """
 
-    def __init__(self, spec: SlidingSpec, post: ChainSpec, state: bytes | None,
+    def __init__(self, spec: BatchedWindowSpec, post: ChainSpec, state: bytes | None,
                  stream_time: int) -> None:
         self._spec = spec
         self.chain = chain = Chain(post)
         self.host = host = _BucketHost(spec)
         self.engine = engine = SuppressProcessor(
-            spec.suppression, Suppressed.until_window_closes(BufferConfig.unbounded()),
-            spec.grace_ms, lambda key, new, old, ctx: chain.feed_change(key, new, ctx),
+            spec.suppression, spec.suppressed, spec.delay_ms,
+            lambda key, new, old, ctx: chain.feed_change(key, new, ctx),
             spec.suppression_key_serializer, spec.value_serializer,  # type: ignore[arg-type]
             buffer_time_of=spec.buffer_time)
         self._store = store = host.stores[spec.store]
@@ -93,9 +108,14 @@ class SlidingBucket:
         self.aggregate = aggregate
         if state is not None:
             windows, buffered = pickle.loads(state)
-            for key, start, value, ts in windows:
-                store.put_with_timestamp(key, value, start, ts)
-            aggregate.reindex()
+            if spec.kind == "session":
+                for key, start, end, value in windows:
+                    store.put(Windowed(key, Window(start, end)), value)
+            else:
+                for key, start, value, ts in windows:
+                    store.put_with_timestamp(key, value, start, ts)
+            if spec.kind == "sliding":
+                aggregate.reindex()
             buffer = engine.buffer
             for time, key, new, old, prior, ctx in buffered:
                 context = RecordContext(*ctx)
@@ -116,20 +136,21 @@ class SlidingBucket:
     def state(self) -> bytes | None:
         """The bucket's state value: the windows a record may still update, and the buffer.
 
-        A window starting before ``T - grace - 3d - 1`` is never read again (an accepted
-        record has ``t > T - grace - d - 1`` and looks back to ``t - 2d``): left out.
         ``None`` when nothing is kept.
         """
         spec = self._spec
-        aggregate = self.aggregate
-        oldest = aggregate.stream_time - spec.grace_ms - 3 * spec.time_difference_ms - 1
         store = self._store
-        windows = []
-        for windowed, _ in store.all():
-            start = windowed.window.start
-            if start >= oldest:
-                value, ts = store.get_with_timestamp(windowed.key, start)
-                windows.append((windowed.key, start, value, ts))
+        keeps = _keeps(spec, self.aggregate.stream_time)
+        windows: list[tuple[Any, ...]] = []
+        for windowed, value in store.all():
+            window = windowed.window
+            if not keeps(window):
+                continue
+            if spec.kind == "session":
+                windows.append((windowed.key, window.start, window.end, value))
+            else:
+                value, ts = store.get_with_timestamp(windowed.key, window.start)
+                windows.append((windowed.key, window.start, value, ts))
         buffered = [(e.time, e.key, e.new, e.old, e.prior, tuple(e.context))
                     for e in self.engine.buffer]
         if not windows and not buffered:
@@ -139,21 +160,36 @@ class SlidingBucket:
     def due(self) -> int | None:
         """When the first buffered window closes (ms of stream time), or ``None``."""
         times = [e.time for e in self.engine.buffer]
-        return min(times) + self._spec.grace_ms if times else None
+        return min(times) + self._spec.delay_ms if times else None
 
     def take(self) -> list[Out]:
         """The records that left the post chain since the last call."""
         return self.chain.take()
 
 
+def _keeps(spec: BatchedWindowSpec, stream_time: int) -> Callable[[Window], bool]:
+    """Whether a window may still take a record at ``stream_time`` or later (ms).
+
+    Time windows and sessions: those not closed (a session's end is inclusive). Sliding
+    windows: those starting at ``T - grace - 3d - 1`` or later (an accepted record has
+    ``t > T - grace - d - 1`` and looks back to ``t - 2d``).
+    """
+    if spec.kind == "time":
+        return lambda window: not is_window_closed(window.end, spec.grace_ms, stream_time)
+    if spec.kind == "session":
+        return lambda window: not is_window_closed(window.end + 1, spec.delay_ms, stream_time)
+    oldest = stream_time - spec.grace_ms - 3 * spec.span_ms - 1
+    return lambda window: window.start >= oldest
+
+
 def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
-    raise TypeError("the sliding aggregation forwards changes, not records")
+    raise TypeError("the windowed aggregation forwards changes, not records")
 
 
-class SlidingWindowsProcessor(StatefulProcessor):
-    """The sliding windows of one bucket of keys; emits the post chain's records as a frame."""
+class BatchedWindowsProcessor(StatefulProcessor):
+    """The windows of one bucket of keys; emits the post chain's records as a frame."""
 
-    def __init__(self, spec: SlidingSpec, post: ChainSpec) -> None:
+    def __init__(self, spec: BatchedWindowSpec, post: ChainSpec) -> None:
         self._spec = spec
         self._post = post
 
@@ -162,12 +198,12 @@ class SlidingWindowsProcessor(StatefulProcessor):
         self._handle = handle
         self._state = handle.getValueState("windows", _STATE)
 
-    def _restore(self, stream_time: int) -> SlidingBucket:
+    def _restore(self, stream_time: int) -> WindowBucket:
         held = self._state.get() if self._state.exists() else None
-        return SlidingBucket(self._spec, self._post, None if held is None else held[0],
-                             stream_time)
+        return WindowBucket(self._spec, self._post, None if held is None else held[0],
+                            stream_time)
 
-    def _save(self, bucket: SlidingBucket) -> None:
+    def _save(self, bucket: WindowBucket) -> None:
         save_bucket(self._handle, self._state, bucket.state(), bucket.due())
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
@@ -177,11 +213,11 @@ class SlidingWindowsProcessor(StatefulProcessor):
         bucket = self._restore(timerValues.getCurrentWatermarkInMs())
         loads = pickle.loads
         advance, process = bucket.advance, bucket.process
-        for k, v, ts, h, st in zip(data["k"], data["v"], data["ts"].tolist(), data["h"],
-                                   data["st"].tolist(), strict=True):
+        for k, v, ts, h, st, tp in zip(data["k"], data["v"], data["ts"].tolist(), data["h"],
+                                       data["st"].tolist(), data["tp"], strict=True):
             advance(st)
             process(loads(k), loads(v),
-                    RecordContext(ts, -1, "", 0, () if h is None else loads(h)))
+                    RecordContext(ts, -1, tp or "", 0, () if h is None else loads(h)))
         self._save(bucket)
         yield _pandas(bucket)
         drops = drop_counts(bucket.host.metrics.as_dict(), {})
@@ -199,7 +235,7 @@ class SlidingWindowsProcessor(StatefulProcessor):
         """Nothing to release."""
 
 
-def _pandas(bucket: SlidingBucket) -> pd.DataFrame:
+def _pandas(bucket: WindowBucket) -> pd.DataFrame:
     """The records that left the post chain, as a pandas frame in the record layout."""
     batch, _ = frame(bucket.take(), None, 0)
     return batch.to_pandas()
