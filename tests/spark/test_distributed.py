@@ -551,10 +551,17 @@ def test_a_time_limit_needs_the_rocksdb_state_store(spark: Any, tmp_path: Path) 
 
 # -- refused when the runner is built -----------------------------------------------------------
 
-def _time_limited_windows() -> Topology:
+def _late_records_topic() -> Topology:
     b = StreamsBuilder()
     (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
-     .count().suppress(Suppressed.until_time_limit(50, BufferConfig.unbounded()))
+     .count(late_records_to="late")
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("out"))
+    return b.build()
+
+
+def _filtered_counts() -> Topology:
+    b = StreamsBuilder()
+    (b.stream("clicks").group_by_key().count().filter(lambda user, n: n > 1)
      .to_stream().to("out"))
     return b.build()
 
@@ -620,13 +627,6 @@ def _time_limit_and_window() -> Topology:
     return b.build()
 
 
-def _every_update() -> Topology:
-    b = StreamsBuilder()
-    (b.stream("clicks").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
-     .count().to_stream().to("out"))
-    return b.build()
-
-
 def _bounded_after_join() -> Topology:
     b = StreamsBuilder()
     rates = b.table("rates", materialized=Materialized.versioned("rates", 1_000))
@@ -666,11 +666,11 @@ def _two_aggregations() -> Topology:
 
 
 @pytest.mark.parametrize(("topology", "node", "why"), [
-    (_time_limited_windows, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
+    (_filtered_counts, "KTABLE-FILTER-0000000003", "only to_stream()"),
+    (_late_records_topic, "KSTREAM-AGGREGATE-0000000002", "late_records_to="),
     (_join_without_history, "KSTREAM-JOIN-0000000004", "only a join with a versioned table"),
     (_versioned_table_read_twice, "KTABLE-SOURCE-0000000001", "nothing else reading"),
     (_two_joins, "KSTREAM-LEFTJOIN-0000000005", "one stateful aggregation or join"),
-    (_every_update, "KSTREAM-AGGREGATE-0000000002", "until_window_closes"),
     (_bounded_after_join, "KSTREAM-AGGREGATE-0000000005", "with an unbounded buffer"),
     (_two_aggregations, "KSTREAM-AGGREGATE-0000000008", "one stateful aggregation"),
     (_window_beside_join, "KSTREAM-JOIN-0000000009", "not before or beside it"),
@@ -679,8 +679,8 @@ def _two_aggregations() -> Topology:
     (_time_limit_and_window, "KSTREAM-AGGREGATE-0000000", "one stateful aggregation"),
     (_sliding_after_join, "KSTREAM-AGGREGATE-0000000005", "one stateful aggregation or join"),
     (_idle_close, "KTABLE-SUPPRESS-0000000003", "idle close"),
-], ids=["time-limit-on-windows", "join-without-history",
-        "versioned-table-read-twice", "two-joins", "every-update",
+], ids=["filter-after-count", "late-records-topic", "join-without-history",
+        "versioned-table-read-twice", "two-joins",
         "bounded-after-join", "two-aggregations", "window-beside-join",
         "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window",
         "sliding-after-join", "idle-close"])

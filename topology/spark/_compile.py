@@ -10,10 +10,11 @@
   only child is ``suppress(until_window_closes(...))`` with an unbounded (or spilling)
   buffer, followed by ``to_stream()``. It becomes Spark's ``withWatermark`` +
   ``groupBy(window(...))`` (sessions: ``session_window(...)``) aggregation in append mode.
-- or **batched**: the same with a bounded buffer (emitting early or shutting down when
-  full: Spark keeps every open window, so the bound has no Spark form), or a sliding-windowed
-  aggregation (Spark has no window that starts at each record): it runs in
-  ``transformWithStateInPandas`` by :mod:`topology.spark._windows`, the library's own
+- or **batched**: any other aggregation of a grouped stream (without windows, or in time,
+  session or sliding windows), followed by ``to_stream()`` (every update), or by a
+  suppression (``until_time_limit``, or ``until_window_closes`` for sliding windows or with
+  a bounded buffer) and ``to_stream()``: Spark has no operator for these, so it runs in
+  ``transformWithStateInPandas`` by :mod:`topology.spark._aggregations`, the library's own
   aggregation and suppression, a bucket of keys per call (one bucket for a bounded buffer);
 - or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
   followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
@@ -26,16 +27,16 @@
 - **post**: the stateless stream nodes after the window's or the limit's ``to_stream()``, up
   to output topics.
 
-Everything else (other tables, joins with tables without history, unsuppressed windowed
-aggregations, user processors, sliding windows or bounded buffers after a join, any other
-second stateful node) is refused with a
+Everything else (other tables, table aggregations, joins with tables without history,
+user processors, any aggregation after a join but a time- or session-windowed one with
+unbounded final results, any other second stateful node) is refused with a
 :class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -47,6 +48,7 @@ from ..runtime.graph import GraphNode
 from ..runtime.processor import InternalProcessor
 from ..runtime.processors import stateless as sp
 from ..runtime.processors.aggregate import (
+    StreamAggregateProcessor,
     WindowedAggregateProcessor,
     count_adder,
     count_initializer,
@@ -60,9 +62,9 @@ from ..serde import Serde, serializer_of
 from ..testing.driver import DEFAULT_APPLICATION_ID
 from ..topology import Topology
 
-__all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "BatchedWindowSpec", "ChainSpec", "JoinSpec",
-           "Plan", "ReadInternalTopic", "TimeLimitSpec", "UnsupportedTopologyError", "WindowSpec",
-           "compile_topology", "groups_by_bytes")
+__all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "BatchedAggregationSpec", "ChainSpec",
+           "JoinSpec", "Plan", "ReadInternalTopic", "TimeLimitSpec", "UnsupportedTopologyError",
+           "WindowSpec", "compile_topology", "groups_by_bytes")
 
 STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesProcessor,
              sp.FlatMapProcessor, sp.FlatMapValuesProcessor, sp.SelectKeyProcessor,
@@ -70,7 +72,11 @@ STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesPr
 """Processors that keep no state: run record by record on the executors."""
 
 WINDOWED = (WindowedAggregateProcessor, SessionWindowAggregateProcessor)
-"""The windowed aggregations the runner compiles (time windows, sessions)."""
+"""The windowed aggregations the runner compiles to Spark's (time windows, sessions)."""
+
+AGGREGATIONS = (*WINDOWED, SlidingWindowAggregateProcessor, StreamAggregateProcessor)
+"""Every aggregation of a grouped stream: compiled to Spark's windowed aggregation, or run
+in the batched processor."""
 
 AGGREGATION = -1
 """The route of records that reach the stateful node: the windowed aggregation or the
@@ -180,14 +186,16 @@ class JoinSpec:
 
 
 @dataclass(frozen=True)
-class BatchedWindowSpec:
-    """A windowed aggregation with final results run in a batched processor.
+class BatchedAggregationSpec:
+    """An aggregation of a grouped stream run in a batched processor, with its suppression.
 
-    Sliding windows (Spark's windows start at multiples of the slide, not at each record),
-    or time and session windows whose suppression has a bounded buffer (Spark keeps every
-    open window; the bound, which window goes out early or whether the query stops, is the
-    buffer's). The aggregation and its window or session store are built from the
-    topology's own factories; the suppression from its node's settings.
+    Every aggregation Spark's windowed aggregation does not compute: without windows,
+    sliding windows (Spark's windows start at multiples of the slide, not at each record),
+    and time or session windows that emit every update, are rate-limited
+    (``until_time_limit``) or keep their final results in a bounded buffer (Spark keeps every
+    open window; the bound, whether the query stops, is the buffer's). The aggregation and
+    its store are built from the topology's own factories; the suppression (if any) from its
+    node's settings.
     """
 
     name: str
@@ -195,32 +203,34 @@ class BatchedWindowSpec:
     factory: Callable[[], InternalProcessor]
     store: str
     store_factory: Callable[[], Any]
-    """Builds the aggregation's (in-memory) window or session store, as the test driver does."""
+    """Builds the aggregation's (in-memory) store, as the test driver does."""
     key_serializer: Callable[[Any], bytes | None]
     """The store's key bytes: records are bucketed by them."""
     kind: str
-    """``"time"``, ``"session"`` or ``"sliding"``: which windows a record may still update."""
+    """``"time"``, ``"session"``, ``"sliding"`` or ``"none"`` (no windows): which store, and
+    which windows a record may still update."""
     span_ms: int
     """The window size (time windows), the inactivity gap (sessions) or the time difference
-    (sliding windows)."""
+    (sliding windows); 0 without windows."""
     grace_ms: int
-    suppression: str
-    """The suppression node."""
-    suppressed: Suppressed
+    suppression: str | None = None
+    """The suppression node; ``None``: every update goes on to ``to_stream()``."""
+    suppressed: Suppressed | None = None
     """The suppression's config; a spilling buffer's is unbounded (its output is the
-    unbounded one)."""
-    delay_ms: int
-    """The suppression's delay: the grace period (sessions: gap + grace)."""
-    suppression_key_serializer: Callable[[Any], bytes | None]
-    """The suppression's serializer of windowed keys (its eviction order)."""
-    value_serializer: Callable[[Any], bytes | None]
-    buffer_time: Callable[[Any], int]
-    """A windowed key's buffer time: the window's exclusive end."""
+    unbounded one's)."""
+    delay_ms: int = 0
+    """The suppression's delay: the time limit, or the grace period (sessions: gap + grace)."""
+    suppression_key_serializer: Callable[[Any], bytes | None] | None = None
+    """The suppression's key serializer (its eviction order)."""
+    value_serializer: Callable[[Any], bytes | None] | None = None
+    buffer_time: Callable[[Any], int] | None = None
+    """Final results: a windowed key's buffer time, the window's exclusive end; ``None`` for
+    a time limit (a change's timestamp)."""
 
     @property
     def bounded(self) -> bool:
         """Whether the buffer has a bound (then it runs in one bucket, as in a task)."""
-        return self.suppressed.buffer_config.is_bounded
+        return self.suppressed is not None and self.suppressed.buffer_config.is_bounded
 
 
 @dataclass(frozen=True)
@@ -243,9 +253,8 @@ class Plan:
     direct_window_topic: str | None
     """The source topic feeding a ``count()`` directly, with no other node: Spark may count
     its key column without any Python (when the column allows it)."""
-    batched: BatchedWindowSpec | None = None
-    """The windowed aggregation with final results run in a batched processor: sliding
-    windows, or a bounded buffer (then ``window`` is ``None``)."""
+    batched: BatchedAggregationSpec | None = None
+    """The aggregation run in a batched processor (then ``window`` is ``None``)."""
 
 
 def _what(node: GraphNode, processor: Any) -> str:
@@ -270,8 +279,8 @@ def _what(node: GraphNode, processor: Any) -> str:
 def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyError:
     return UnsupportedTopologyError(
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
-        f"stateless stream steps, one time-, session- or sliding-windowed count/reduce/"
-        f"aggregate with suppress(until_window_closes(...)) + to_stream(), one table "
+        f"stateless stream steps, one count/reduce/aggregate of a grouped stream (with or "
+        f"without windows) + to_stream(), optionally suppressed in between, one table "
         f"with suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads, optionally "
         f"followed by a time- or session-windowed aggregation with an unbounded buffer; "
@@ -300,7 +309,7 @@ def compile_topology(topology: Topology) -> Plan:
     or the join (a windowed aggregation may follow the join)."""
     window_node: GraphNode | None = None
     window_proc: WindowedAggregateProcessor | SessionWindowAggregateProcessor | None = None
-    batched: BatchedWindowSpec | None = None
+    batched: BatchedAggregationSpec | None = None
     limit: TimeLimitSpec | None = None
     join: JoinSpec | None = None
     join_node: GraphNode | None = None
@@ -308,10 +317,13 @@ def compile_topology(topology: Topology) -> Plan:
     """Stateful node name -> the route by which the pre chain's records reach it."""
     to_streams: list[GraphNode] = []
     """The roots of the post chain: the to_stream() after the last stateful node."""
+    absorbed: set[str] = set()
+    """The suppression node run with its aggregation in the batched processor."""
     for node in topology.nodes:
         proc = procs[node.name]
-        if isinstance(proc, (*WINDOWED, StreamTableJoinProcessor,
-                             SlidingWindowAggregateProcessor)) or (
+        if node.name in absorbed:
+            continue
+        if isinstance(proc, (*AGGREGATIONS, StreamTableJoinProcessor)) or (
                 isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
             if stateful is not None and not (
                     join_node is not None and window_node is None
@@ -322,20 +334,23 @@ def compile_topology(topology: Topology) -> Plan:
                                           f"join per topology, or an as-of join followed by "
                                           f"a time- or session-windowed aggregation, and "
                                           f"{(window_node or stateful).name} is another")
-        if isinstance(proc, (*WINDOWED, SlidingWindowAggregateProcessor)):
-            _check_window(node, proc, procs)
-            to_streams = [g for c in node.children for g in c.children]
-            suppression = procs[node.children[0].name]
-            assert isinstance(suppression, SuppressNodeProcessor)  # checked just above
-            if isinstance(proc, WINDOWED) and not _bounded(suppression):
+        if isinstance(proc, AGGREGATIONS):
+            suppression_node, to_streams = _tail(node, proc, procs)
+            suppression = None if suppression_node is None else procs[suppression_node.name]
+            assert suppression is None or isinstance(suppression, SuppressNodeProcessor)
+            if isinstance(proc, WINDOWED) and suppression is not None and \
+                    suppression.suppressed.final_results and not _bounded(suppression):
                 stateful = stateful or node
                 window_node, window_proc = node, proc
             elif join_node is not None:
                 raise _refuse(node, proc, "after an as-of join only a time- or session-"
-                              "windowed aggregation with an unbounded buffer is compiled")
+                              "windowed aggregation with suppress(until_window_closes(...)) "
+                              "and an unbounded buffer is compiled")
             else:
                 stateful = node
-                batched = _batched_spec(node, proc, suppression, topology)
+                batched = _batched_spec(node, proc, suppression_node, suppression, topology)
+                if suppression_node is not None:
+                    absorbed.add(suppression_node.name)
         elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
             stateful = _check_time_limit(node, proc, procs)
             limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer,
@@ -462,34 +477,35 @@ def _reason(proc: Any) -> str:
         return "only one stream-table join is compiled"
     if name == "UserProcessorAdapter":
         return "a user processor's stores and punctuations have no Spark equivalent"
-    if name == "StreamAggregateProcessor":
-        return ("an aggregation without windows emits every update; Spark's append mode "
-                "emits only final windows")
     if isinstance(proc, SuppressNodeProcessor):
-        return "only suppress(until_window_closes(...)) right after a windowed aggregation " \
-               "is compiled (until_time_limit has no Spark operator)"
+        return "a suppression is compiled only right after an aggregation or (until_time_limit)" \
+               " right on a table source"
     if isinstance(proc, ToStreamProcessor):
-        return "to_stream() is compiled only right after the compiled suppression"
+        return "to_stream() is compiled only right after an aggregation or its suppression"
     return "it has no compiled form"
 
 
-def _check_window(node: GraphNode, proc: WindowedAggregateProcessor
-                  | SessionWindowAggregateProcessor | SlidingWindowAggregateProcessor,
-                  procs: dict[str, Any]) -> None:
-    """The aggregation's one child must be final-results suppression, then to_stream()."""
-    if len(node.children) != 1 or not isinstance(procs[node.children[0].name],
-                                                 SuppressNodeProcessor):
-        raise _refuse(node, proc, "a windowed aggregation is compiled only when its one "
-                      "child is suppress(until_window_closes(...)): Spark's append mode "
-                      "emits final results, not every update")
-    suppress = node.children[0]
-    sproc = procs[suppress.name]
-    _check_idle_close(suppress, sproc)
-    for child in suppress.children:
+def _tail(node: GraphNode, proc: Any, procs: dict[str, Any]
+          ) -> tuple[GraphNode | None, list[GraphNode]]:
+    """An aggregation's suppression (if any) and the ``to_stream()`` nodes after it.
+
+    :raises UnsupportedTopologyError: for anything else after the aggregation.
+    """
+    kids = node.children
+    suppression = None
+    if len(kids) == 1 and isinstance(procs[kids[0].name], SuppressNodeProcessor):
+        suppression = kids[0]
+        _check_idle_close(suppression, procs[suppression.name])
+        kids = suppression.children
+    elif getattr(proc, "late_sink", None) is not None:
+        raise _refuse(node, proc, "late records sent to a topic (late_records_to=) are "
+                      "not compiled")
+    for child in kids:
         cproc = procs[child.name]
         if not isinstance(cproc, ToStreamProcessor):
-            raise _refuse(child, cproc, "after the compiled suppression only to_stream() "
-                          "is supported")
+            raise _refuse(child, cproc, "after an aggregation (and its suppression) only "
+                          "to_stream() is compiled")
+    return suppression, list(kids)
 
 
 def _check_idle_close(node: GraphNode, proc: SuppressNodeProcessor) -> None:
@@ -572,8 +588,9 @@ def _bounded(proc: SuppressNodeProcessor) -> bool:
     return config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK
 
 
-def _batched_spec(node: GraphNode, proc: Any, suppression: SuppressNodeProcessor,
-                  topology: Topology) -> BatchedWindowSpec:
+def _batched_spec(node: GraphNode, proc: Any, suppression_node: GraphNode | None,
+                  suppression: SuppressNodeProcessor | None, topology: Topology
+                  ) -> BatchedAggregationSpec:
     store = next(s for s in topology.stores if s.name == proc._store_name)
     key_ser: Callable[[Any], bytes | None] = getattr(store.factory(), "_key_bytes",
                                                      serializer_of(None))
@@ -581,17 +598,24 @@ def _batched_spec(node: GraphNode, proc: Any, suppression: SuppressNodeProcessor
         kind, span, grace = "sliding", proc._d, proc._grace
     elif isinstance(proc, SessionWindowAggregateProcessor):
         kind, span, grace = "session", proc._gap, proc._grace
-    else:
+    elif isinstance(proc, WindowedAggregateProcessor):
         kind, span, grace = "time", proc._windows.size_ms, proc._windows.grace_ms
+    else:
+        kind, span, grace = "none", 0, 0
+    spec = BatchedAggregationSpec(node.name, node.factory, store.name, store.factory, key_ser,
+                                  kind, span, grace)
+    if suppression_node is None or suppression is None:
+        return spec
     suppressed = suppression.suppressed
-    if not _bounded(suppression):
-        suppressed = Suppressed.until_window_closes(BufferConfig.unbounded())
-    buffer_time = suppression._buffer_time
-    assert buffer_time is not None  # final results always have one
-    return BatchedWindowSpec(node.name, node.factory, store.name, store.factory, key_ser,
-                             kind, span, grace, node.children[0].name, suppressed,
-                             suppression.delay_ms, suppression.key_serializer,
-                             suppression.value_serializer, buffer_time)
+    if not _bounded(suppression):  # a spilling buffer's output is the unbounded one's
+        unbounded = BufferConfig.unbounded()
+        suppressed = Suppressed.until_window_closes(unbounded) if suppressed.final_results \
+            else Suppressed.until_time_limit(suppression.delay_ms, unbounded)
+    return replace(spec, suppression=suppression_node.name, suppressed=suppressed,
+                   delay_ms=suppression.delay_ms,
+                   suppression_key_serializer=suppression.key_serializer,
+                   value_serializer=suppression.value_serializer,
+                   buffer_time=suppression._buffer_time)
 
 
 def groups_by_bytes(serde: Serde[Any] | None) -> bool:

@@ -317,11 +317,11 @@ def pre_stage(plan: BatchPlan, topic: str,
         for batch in batches:
             for name, records in plan.decode(pa.Table.from_batches([batch]), topics, serdes):
                 chain.feed(name, records)
-            out, topics = chain.take_with_topics()
+            out, read_from = chain.take_with_topics()
             if pack is None or key_bytes is None:
-                framed, seen = frame(out, key_bytes, seq, seen, topics=topics)
+                framed, seen = frame(out, key_bytes, seq, seen, topics=read_from)
             else:
-                framed, seen = packed_frame(out, key_bytes, seq, seen, pack, topics)
+                framed, seen = packed_frame(out, key_bytes, seq, seen, pack, read_from)
             yield framed
             seq += len(out)
 

@@ -13,12 +13,13 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   (with their arrival position) in Spark's state and fold them with the user's functions,
   in arrival order, when the window closes; session windows the same way with
   ``session_window(ts, gap)``;
-- a sliding-windowed ``count``/``reduce``/``aggregate`` with the same suppression (Spark's
-  windows start at multiples of the slide, not at each record), or a time- or
-  session-windowed one whose suppression has a bounded buffer (Spark keeps every open
-  window), runs in ``transformWithStateInPandas``, keys in hash buckets (one for a bounded
-  buffer), the library's own aggregation and suppression doing the work
-  (:mod:`topology.spark._windows`);
+- any other ``count``/``reduce``/``aggregate`` of a grouped stream (without windows, in
+  sliding windows, which start at each record where Spark's start at multiples of the
+  slide, or in time or session windows emitting every update, rate-limited by
+  ``until_time_limit`` or with a bounded final-results buffer) runs in
+  ``transformWithStateInPandas``, keys in hash buckets (one for a bounded buffer), the
+  library's own aggregation and suppression doing the work
+  (:mod:`topology.spark._aggregations`);
 - a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
@@ -79,7 +80,7 @@ class DistributedRunner:
     :raises ColumnMappingError: for a mapping that does not fit a source's schema.
     :raises TypeError: for a topology that is not one, or a sink that is not callable.
     :raises ValueError: for missing or unknown sources or sinks, or a time limit, join or
-        batched windows on a session without the RocksDB state store.
+        batched aggregations on a session without the RocksDB state store.
 
     Time is Spark's: one watermark for the query, the largest timestamp seen minus the
     grace period, moved between micro-batches (see the Spark page of the docs for how that
@@ -261,12 +262,12 @@ class DistributedRunner:
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
 
-    def _batched_windows(self, frames: list[Any]) -> Any:
-        """The batched windowed aggregation in ``transformWithStateInPandas``, keys in buckets."""
+    def _batched(self, frames: list[Any]) -> Any:
+        """The batched aggregation in ``transformWithStateInPandas``, keys in buckets."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        from ._windows import BatchedWindowsProcessor, buckets
+        from ._aggregations import BatchedAggregationProcessor, buckets
 
         spec = self._plan.batched
         assert spec is not None
@@ -283,7 +284,7 @@ class DistributedRunner:
                 .drop("et"))
         schema = StructType.fromJson(_spark_schema(FRAME))
         out = rows.groupBy("bucket").transformWithStateInPandas(
-            BatchedWindowsProcessor(spec, self._plan.post), schema, "Append", "EventTime")
+            BatchedAggregationProcessor(spec, self._plan.post), schema, "Append", "EventTime")
         return _drops_observed(out)
 
     def _joined(self, frames: list[Any]) -> Any:
@@ -326,7 +327,7 @@ class DistributedRunner:
         elif plan_.limit is not None:
             direct_outputs.insert(0, self._time_limited(frames))
         elif plan_.batched is not None:
-            batched = self._batched_windows(frames)
+            batched = self._batched(frames)
             direct_outputs.insert(0, batched.where(batched.route != DROPS))
         if plan_.window is None:
             if not direct_outputs:
@@ -433,10 +434,10 @@ class DistributedRunner:
 
           - ``null-key``: records reaching the windowed aggregation or the time-limited table
             with a ``None`` key (counted by Spark as they are filtered out), or reaching the
-            as-of join, its table or the batched windows (sliding windows, bounded
-            buffers) with one; ``null-value``, ``out-of-order-update``,
+            as-of join, its table or the batched aggregations (without windows, sliding
+            windows, ...) with one; ``null-value``, ``out-of-order-update``,
             ``expired-version``: the as-of join's and its versioned table's drops, as a
-            task counts them (sent on by the join's processor); for batched windows,
+            task counts them (sent on by the join's processor); for batched aggregations,
             ``null-value`` and ``expired-window`` are the drops of their processors'
             aggregation, as a task counts them. These are exact.
           - ``expired-window``, for time and session windows compiled to Spark's windowed
@@ -450,7 +451,7 @@ class DistributedRunner:
           - ``behind-watermark``: input rows a ``transformWithState`` operator dropped
             behind Spark's watermark. None are expected: the time limit's processors get
             their input without an event-time column (the watermark only times them), nor
-            do the batched windows', and the join's keep no watermark.
+            do the batched aggregations', and the join's keep no watermark.
 
         - ``records-in-total``: rows the query read from its sources (Spark's
           ``numInputRows``).
@@ -581,8 +582,8 @@ their null key, before Spark's operator."""
 
 DROPS_SEEN = "topology.drops"
 """The observed metric summing the drop rows (route ``DROPS``) of the as-of join's and the
-batched windows' processors or of the packing ``mapInArrow`` stage before the time limit, one
-column a reason."""
+batched aggregations' processors or of the packing ``mapInArrow`` stage before the time
+limit, one column a reason."""
 
 
 def _drops_observed(rows: Any) -> Any:

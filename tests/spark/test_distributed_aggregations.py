@@ -1,13 +1,13 @@
-"""Windows run in the DistributedRunner's batched processor: the driver's records and drops.
+"""Aggregations in the DistributedRunner's batched processor: the driver's records and drops.
 
-Sliding windows (Spark has no window starting at each record) and time or session windows
-whose final results go through a bounded buffer (emitting early or shutting down when full)
-run in :mod:`topology.spark._windows`. The Spark tests read a few small Parquet files (one
-micro-batch each); once drained the sinks must hold the driver's records (compared as
-multisets). The bucket tests run the batched processor's work
-(:class:`~topology.spark._windows.WindowBucket`) without Spark, micro-batch by micro-batch
-and bucket by bucket as Spark calls it, and compare records and drop counts with the
-driver's, out-of-order input included.
+Aggregations without windows, sliding windows (Spark has no window starting at each record),
+and time or session windows emitting every update, rate-limited, or whose final results go
+through a bounded buffer run in :mod:`topology.spark._aggregations`. The Spark tests read a
+few small Parquet files (one micro-batch each); once drained the sinks must hold the
+driver's records (compared as multisets). The bucket tests run the batched processor's work
+(:class:`~topology.spark._aggregations.AggregationBucket`) without Spark, micro-batch by
+micro-batch and bucket by bucket as Spark calls it, and compare records and drop counts with
+the driver's, out-of-order input included.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from topology import (
     TopologyTestDriver,
 )
 from topology.spark import DistributedRunner, sinks
+from topology.spark._aggregations import AggregationBucket, buckets
 from topology.spark._compile import compile_topology
-from topology.spark._windows import WindowBucket, buckets
 
 from .helpers import Row, batches, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
@@ -47,6 +47,8 @@ UNBOUNDED = BufferConfig.unbounded()
 
 
 def _windows(windows: str) -> Any:
+    if windows == "none":
+        return None
     if windows == "sliding":
         return SlidingWindows.of_time_difference_and_grace(D, GRACE)
     if windows == "tumbling":
@@ -56,12 +58,15 @@ def _windows(windows: str) -> Any:
     return SessionWindows.of_inactivity_gap_and_grace(D // 2, GRACE)
 
 
-def windowed_clicks(kind: str, windows: str = "sliding", buffer: Any = UNBOUNDED) -> Topology:
-    """Clicks per user in windows of 40 ms (sessions: a gap of 20 ms; grace 15), final
-    results only, through ``buffer``."""
+def windowed_clicks(kind: str, windows: str = "sliding", buffer: Any = UNBOUNDED,
+                    suppressed: Any = "final") -> Topology:
+    """Clicks per user in windows of 40 ms (sessions: a gap of 20 ms; grace 15; ``"none"``:
+    without windows), final results only through ``buffer``, or ``suppressed`` (a
+    ``Suppressed``, or ``None``: every update)."""
     b = StreamsBuilder()
-    grouped = (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
-               .group_by_key().windowed_by(_windows(windows)))
+    grouped: Any = (b.stream("clicks", Consumed(key_serde=S, value_serde=S)).group_by_key())
+    if windows != "none":
+        grouped = grouped.windowed_by(_windows(windows))
     if kind == "count":
         table = grouped.count()
     elif kind == "reduce":  # time and session windows hand null values to the user's code
@@ -71,8 +76,10 @@ def windowed_clicks(kind: str, windows: str = "sliding", buffer: Any = UNBOUNDED
                                   lambda user, a, b: a + b)
     else:
         table = grouped.aggregate(lambda: "", lambda user, page, pages: pages + str(page)[-1])
-    stream = table.suppress(Suppressed.until_window_closes(buffer)).to_stream()
-    if kind == "reduce":
+    if suppressed == "final":
+        suppressed = Suppressed.until_window_closes(buffer)
+    stream = (table if suppressed is None else table.suppress(suppressed)).to_stream()
+    if kind == "reduce" and windows != "none":
         stream = stream.map(lambda w, pages: (w.key, (w.window.start, pages)))
     stream.to("out")
     return b.build()
@@ -158,7 +165,7 @@ def bucket_run(topology: Topology, parts: list[list[Row]]) -> tuple[list[Any], C
     drops: Counter[str] = Counter()
 
     def call(bucket_id: int, rows: list[tuple[Row, int]]) -> None:
-        bucket = WindowBucket(spec, plan.post, states.get(bucket_id), watermark)
+        bucket = AggregationBucket(spec, plan.post, states.get(bucket_id), watermark)
         for (_, key, value, ts), before in rows:
             bucket.advance(before)
             bucket.process(None if key is None else key.decode(),
@@ -319,3 +326,58 @@ def test_a_full_buffer_fails_the_query(rocksdb_state: Any, tmp_path: Path) -> No
     with pytest.raises(Exception, match="buffer exceeded its max capacity"):
         run(rocksdb_state, tmp_path, windowed_clicks("count", "tumbling", BOUNDS["records-2"]),
             [click_rows(seed=5)])
+
+
+# -- every update, or rate-limited: with or without windows -------------------------------------
+
+SUPPRESSIONS = {
+    "every-update": None,
+    "limit-30": Suppressed.until_time_limit(30, UNBOUNDED),
+    "limit-30-records-2": Suppressed.until_time_limit(
+        30, BufferConfig.max_records(2).emit_early_when_full()),
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(parts=micro_batches(), kind=st.sampled_from(["count", "aggregate", "reduce"]),
+       windows=st.sampled_from(["none", "tumbling", "hopping", "session", "sliding"]),
+       suppression=st.sampled_from(sorted(SUPPRESSIONS)))
+def test_updates_and_time_limits_give_the_driver_records_and_drops(
+        parts: list[list[Row]], kind: str, windows: str, suppression: str) -> None:
+    """Every update, or updates rate-limited (a bounded buffer emitting keys early in one
+    bucket), with or without windows: the driver's records and drops."""
+    def topology() -> Topology:
+        return windowed_clicks(kind, windows, suppressed=SUPPRESSIONS[suppression])
+
+    got, dropped = bucket_run(topology(), parts)
+    expected, expected_drops = driver_run(topology(), [r for p in parts for r in p])
+    assert Counter(got) == Counter(expected)
+    assert dropped == expected_drops
+
+
+def test_a_rate_limited_count_leaves_when_the_time_passes_its_limit() -> None:
+    """A key's update leaves once the time limit passed: here a's, when c's record moves
+    the time past it; c's own stays buffered (no later record: neither driver nor runner
+    emits it)."""
+    rows = [("clicks", b"a", b"/x", 0), ("clicks", b"a", b"/y", 5), ("clicks", b"c", b"/x", 50)]
+    limited = Suppressed.until_time_limit(30, UNBOUNDED)
+    got, _ = bucket_run(windowed_clicks("count", "none", suppressed=limited), [rows[:2], rows[2:]])
+    expected, _ = driver_run(windowed_clicks("count", "none", suppressed=limited), rows)
+    assert expected == [("a", 2, 5)]
+    assert got == expected
+
+
+@pytest.mark.parametrize(("windows", "suppression"), [("none", "every-update"),
+                                                      ("tumbling", "limit-30")])
+def test_updates_on_spark_give_the_driver_records(rocksdb_state: Any, tmp_path: Path,
+                                                  windows: str, suppression: str) -> None:
+    data = click_rows(seed=13)
+
+    def topology() -> Topology:
+        return windowed_clicks("aggregate", windows, suppressed=SUPPRESSIONS[suppression])
+
+    got, runner = run(rocksdb_state, tmp_path, topology(), [list(p) for p in batches(data, 3)])
+    expected = driver_records(topology(), data, "out")
+    assert len(expected) > 50
+    assert as_multiset(got) == as_multiset(expected)
+    assert runner.metrics()["records-out-total"] == len(expected)

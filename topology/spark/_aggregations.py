@@ -1,0 +1,267 @@
+"""Aggregations of grouped streams as a batched ``transformWithStateInPandas`` processor.
+
+Every aggregation that Spark's own windowed aggregation does not compute runs here:
+aggregations without windows, sliding windows (Spark's windows start at fixed multiples of
+the slide; a sliding window starts at each record), and time or session windows that emit
+every update, are rate-limited (``until_time_limit``) or keep their final results in a
+bounded buffer (Spark keeps every open window; whether the query stops is the bound's). As
+for a rate-limited table (:mod:`topology.spark._time_limit`), keys are grouped into buckets
+by a hash of their bytes (:func:`buckets`: :data:`BUCKETS`, or one for a bounded buffer,
+whose bound is the whole buffer's as in a task; a null key goes to bucket 0, where the
+aggregation drops and counts it): one call handles every record of a bucket in a
+micro-batch, and the bucket's whole state is one state value (a pickle written and read only
+by this processor), read once and written once: the aggregates its keys may still update
+(without windows: every key's), and the suppression's buffer.
+
+Inside a call the library's own parts do the work, as in a task: the topology's
+aggregation on the topology's in-memory store (the state restored into it), feeding the
+suppression engine with the node's config (or, without one, ``to_stream()`` with every
+update), whose results go through the post chain. Records go in arrival order. The stream
+time is the time limit's: at the start of a micro-batch, Spark's watermark (the largest
+timestamp of the earlier micro-batches), and before each record also the largest timestamp
+that reached the aggregation earlier in the same partition of the micro-batch (the ``st``
+column). The aggregation drops a record whose windows are closed for that time and counts
+it (``dropped-records-total``, in the call's ``AggregationBucket.host.metrics``, and logged
+on the executor), as a task does; a call sends its drops on as
+:data:`~topology.spark._compile.DROPS` rows, which the runner counts in its metrics.
+What the suppression holds when it becomes due without another record of its bucket leaves
+through an event-time timer at its due time, which Spark fires once the watermark reaches
+it (at the latest in its last micro-batch without data). A full shut-down buffer raises
+:class:`~suppress.BufferFullError` in the call, which fails the query, as it stops a task.
+
+The records reach the processor without an event-time column (it is dropped after the
+watermark is taken from it), so Spark drops none of them as late: the aggregation decides,
+and counts, as in a task.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped]
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from suppress.entry import RecordContext
+from suppress.processor import SuppressProcessor
+from suppress.time import is_window_closed
+
+from ..runtime.metrics import TaskMetrics
+from ..runtime.processor import Entry
+from ..windows import Window, Windowed
+from ._compile import BatchedAggregationSpec, ChainSpec
+from ._stages import Chain, Out, drop_counts, drop_frame, frame, save_bucket
+
+__all__ = ("BUCKETS", "AggregationBucket", "BatchedAggregationProcessor", "buckets")
+
+BUCKETS = 8
+"""Key buckets of an unbounded buffer: groups of ``transformWithState``; each call handles
+a bucket's records."""
+
+_STATE = StructType([StructField("windows", BinaryType())])
+
+
+def buckets(spec: BatchedAggregationSpec) -> int:
+    """How many key buckets the aggregation runs in: one for a bounded buffer.
+
+    A bound (which key it emits early, or whether it shuts down) is the whole buffer's, as
+    in a task, so a bounded buffer is not split.
+    """
+    return 1 if spec.bounded else BUCKETS
+
+
+class _BucketHost:
+    """What the aggregation reads of its task: its store and the drop counters.
+
+    Drops (null keys or values, records for closed windows) are counted here and logged on
+    the executor, as a task logs them.
+    """
+
+    def __init__(self, spec: BatchedAggregationSpec) -> None:
+        self.stores = {spec.store: spec.store_factory()}
+        self.metrics = TaskMetrics()
+
+
+class AggregationBucket:
+    """One call's work on one bucket: its state restored, records in, results and state out.
+
+    :param state: the bucket's state value as :meth:`state` wrote it, or ``None``.
+    :param stream_time: the stream time when the call starts (Spark's watermark), in ms.
+    """
+
+    def __init__(self, spec: BatchedAggregationSpec, post: ChainSpec, state: bytes | None,
+                 stream_time: int) -> None:
+        self._spec = spec
+        self.chain = chain = Chain(post)
+        self.host = host = _BucketHost(spec)
+
+        def to_post(key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+            chain.feed_change(key, new, ctx)
+
+        self.engine: SuppressProcessor | None = None
+        change: Callable[[Any, Any, Any, RecordContext], None] = to_post
+        if spec.suppressed is not None:
+            assert spec.suppression is not None
+            self.engine = SuppressProcessor(
+                spec.suppression, spec.suppressed, spec.delay_ms, to_post,
+                spec.suppression_key_serializer, spec.value_serializer,  # type: ignore[arg-type]
+                buffer_time_of=spec.buffer_time)
+            change = self.engine.process_change
+        self._store = host.stores[spec.store]
+        aggregate: Any = spec.factory()
+        aggregate.name = spec.name
+        aggregate.init(host)
+        aggregate.connect([Entry(_no_record, change, change)])
+        self.aggregate = aggregate
+        self._windowed = spec.kind != "none"
+        if state is not None:
+            held, buffered = pickle.loads(state)
+            self._restore(held)
+            if self.engine is not None:
+                buffer = self.engine.buffer
+                for time, key, new, old, prior, ctx in buffered:
+                    context = RecordContext(*ctx)
+                    buffer.put(time, key, new, prior, context)  # a new entry: its prior
+                    buffer.put(time, key, new, old, context)  # then its latest change
+        self.advance(stream_time)
+
+    def _restore(self, held: list[tuple[Any, ...]]) -> None:
+        """Put the kept aggregates back into the fresh store."""
+        store, kind = self._store, self._spec.kind
+        if kind == "session":
+            for key, start, end, value in held:
+                store.put(Windowed(key, Window(start, end)), value)
+        elif kind == "none":
+            for key, value, ts in held:
+                store.put_with_timestamp(key, value, ts)
+        else:
+            for key, start, value, ts in held:
+                store.put_with_timestamp(key, value, start, ts)
+            if kind == "sliding":
+                self.aggregate.reindex()
+
+    def advance(self, stream_time: int) -> None:
+        """Move the stream time to ``stream_time`` (ms) if later; emit what is due."""
+        if self._windowed and stream_time > self.aggregate.stream_time:
+            self.aggregate.stream_time = stream_time
+        if self.engine is not None:
+            self.engine.advance_stream_time(stream_time)
+
+    def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        """One record, into the aggregation (and its changes on)."""
+        self.aggregate.process(key, value, ctx)
+
+    def state(self) -> bytes | None:
+        """The bucket's state value: the aggregates a record may still update, the buffer.
+
+        ``None`` when nothing is kept.
+        """
+        spec = self._spec
+        store = self._store
+        held: list[tuple[Any, ...]] = []
+        if spec.kind == "none":
+            for key, _ in store.all():
+                value, ts = store.get_with_timestamp(key)
+                held.append((key, value, ts))
+        else:
+            keeps = _keeps(spec, self.aggregate.stream_time)
+            for windowed, value in store.all():
+                window = windowed.window
+                if not keeps(window):
+                    continue
+                if spec.kind == "session":
+                    held.append((windowed.key, window.start, window.end, value))
+                else:
+                    value, ts = store.get_with_timestamp(windowed.key, window.start)
+                    held.append((windowed.key, window.start, value, ts))
+        buffered = [] if self.engine is None else [
+            (e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in self.engine.buffer]
+        if not held and not buffered:
+            return None
+        return pickle.dumps((held, buffered), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def due(self) -> int | None:
+        """When the first buffered entry is due (ms of stream time), or ``None``."""
+        times = [] if self.engine is None else [e.time for e in self.engine.buffer]
+        return min(times) + self._spec.delay_ms if times else None
+
+    def take(self) -> list[Out]:
+        """The records that left the post chain since the last call."""
+        return self.chain.take()
+
+
+def _keeps(spec: BatchedAggregationSpec, stream_time: int) -> Callable[[Window], bool]:
+    """Whether a window may still take a record at ``stream_time`` or later (ms).
+
+    Time windows and sessions: those not closed (a session's end is inclusive). Sliding
+    windows: those starting at ``T - grace - 3d - 1`` or later (an accepted record has
+    ``t > T - grace - d - 1`` and looks back to ``t - 2d``).
+    """
+    if spec.kind == "time":
+        return lambda window: not is_window_closed(window.end, spec.grace_ms, stream_time)
+    if spec.kind == "session":
+        delay = spec.span_ms + spec.grace_ms
+        return lambda window: not is_window_closed(window.end + 1, delay, stream_time)
+    oldest = stream_time - spec.grace_ms - 3 * spec.span_ms - 1
+    return lambda window: window.start >= oldest
+
+
+def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
+    raise TypeError("the aggregation forwards changes, not records")
+
+
+class BatchedAggregationProcessor(StatefulProcessor):
+    """The aggregation of one bucket of keys; emits the post chain's records as a frame."""
+
+    def __init__(self, spec: BatchedAggregationSpec, post: ChainSpec) -> None:
+        self._spec = spec
+        self._post = post
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        """Open the bucket's state: aggregates and buffer."""
+        self._handle = handle
+        self._state = handle.getValueState("windows", _STATE)
+
+    def _restore(self, stream_time: int) -> AggregationBucket:
+        held = self._state.get() if self._state.exists() else None
+        return AggregationBucket(self._spec, self._post, None if held is None else held[0],
+                            stream_time)
+
+    def _save(self, bucket: AggregationBucket) -> None:
+        save_bucket(self._handle, self._state, bucket.state(), bucket.due())
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
+                        timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
+        """Aggregate the bucket's records of the micro-batch, in arrival order."""
+        data = pd.concat(list(rows), ignore_index=True).sort_values("seq", kind="stable")
+        bucket = self._restore(timerValues.getCurrentWatermarkInMs())
+        loads = pickle.loads
+        advance, process = bucket.advance, bucket.process
+        for k, v, ts, h, st, tp in zip(data["k"], data["v"], data["ts"].tolist(), data["h"],
+                                       data["st"].tolist(), data["tp"], strict=True):
+            advance(st)
+            process(loads(k), loads(v),
+                    RecordContext(ts, -1, tp or "", 0, () if h is None else loads(h)))
+        self._save(bucket)
+        yield _pandas(bucket)
+        drops = drop_counts(bucket.host.metrics.as_dict(), {})
+        if drops:  # sent on as drop rows, which the runner counts in its metrics
+            yield drop_frame(drops).to_pandas()
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any,  # noqa: N802 N803
+                           expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
+        """Emit what the watermark made due."""
+        bucket = self._restore(timerValues.getCurrentWatermarkInMs())
+        self._save(bucket)
+        yield _pandas(bucket)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _pandas(bucket: AggregationBucket) -> pd.DataFrame:
+    """The records that left the post chain, as a pandas frame in the record layout."""
+    batch, _ = frame(bucket.take(), None, 0)
+    return batch.to_pandas()
