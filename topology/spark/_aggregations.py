@@ -29,15 +29,18 @@ through an event-time timer at its due time, which Spark fires once the watermar
 it (at the latest in its last micro-batch without data). A full shut-down buffer raises
 :class:`~suppress.BufferFullError` in the call, which fails the query, as it stops a task.
 
-The records reach the processor without an event-time column (it is dropped after the
-watermark is taken from it), so Spark drops none of them as late: the aggregation decides,
-and counts, as in a task.
+The records reach the processor packed, one row per bucket and input batch of the
+``mapInArrow`` stage before it (:func:`~topology.spark._stages.packed_frame`, which also
+drops and counts null keys), and without an event-time column (the watermark only times
+the processor), so Spark drops none of them as late: the aggregation decides, and counts, as
+in a task.
 """
 
 from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Iterator
+from operator import itemgetter
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -234,16 +237,20 @@ class BatchedAggregationProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
-        """Aggregate the bucket's records of the micro-batch, in arrival order."""
-        data = pd.concat(list(rows), ignore_index=True).sort_values("seq", kind="stable")
+        """Aggregate the bucket's records of the micro-batch, in arrival order.
+
+        Each row is a pack of records (see :func:`~topology.spark._stages.packed_frame`).
+        """
+        records: list[tuple[Any, ...]] = []
+        for data in rows:
+            for pack in data["k"]:
+                records += pickle.loads(pack)
+        records.sort(key=itemgetter(4))  # by seq: the order they arrived in
         bucket = self._restore(timerValues.getCurrentWatermarkInMs())
-        loads = pickle.loads
         advance, process = bucket.advance, bucket.process
-        for k, v, ts, h, st, tp in zip(data["k"], data["v"], data["ts"].tolist(), data["h"],
-                                       data["st"].tolist(), data["tp"], strict=True):
+        for k, v, ts, h, _, st, topic in records:
             advance(st)
-            process(loads(k), loads(v),
-                    RecordContext(ts, -1, tp or "", 0, () if h is None else loads(h)))
+            process(k, v, RecordContext(ts, -1, topic, 0, h))
         self._save(bucket)
         yield _pandas(bucket)
         drops = drop_counts(bucket.host.metrics.as_dict(), {})

@@ -16,6 +16,9 @@
   a bounded buffer) and ``to_stream()``: Spark has no operator for these, so it runs in
   ``transformWithStateInPandas`` by :mod:`topology.spark._aggregations`, the library's own
   aggregation and suppression, a bucket of keys per call (one bucket for a bounded buffer);
+  a table aggregation the same way, after its **regroup**: the table source and its
+  ``group_by`` (``b.table(topic).group_by(...)``, read by nothing else) in a batched
+  processor of their own (:mod:`topology.spark._regroup`);
 - or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
   followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
   :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
@@ -27,7 +30,7 @@
 - **post**: the stateless stream nodes after the window's or the limit's ``to_stream()``, up
   to output topics.
 
-Everything else (other tables, table aggregations, joins with tables without history,
+Everything else (other tables, other table aggregations, joins with tables without history,
 user processors, any aggregation after a join but a time- or session-windowed one with
 unbounded final results, any other second stateful node) is refused with a
 :class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
@@ -49,6 +52,7 @@ from ..runtime.processor import InternalProcessor
 from ..runtime.processors import stateless as sp
 from ..runtime.processors.aggregate import (
     StreamAggregateProcessor,
+    TableAggregateProcessor,
     WindowedAggregateProcessor,
     count_adder,
     count_initializer,
@@ -63,8 +67,8 @@ from ..testing.driver import DEFAULT_APPLICATION_ID
 from ..topology import Topology
 
 __all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "BatchedAggregationSpec", "ChainSpec",
-           "JoinSpec", "Plan", "ReadInternalTopic", "TimeLimitSpec", "UnsupportedTopologyError",
-           "WindowSpec", "compile_topology", "groups_by_bytes")
+           "JoinSpec", "Plan", "ReadInternalTopic", "RegroupSpec", "TimeLimitSpec",
+           "UnsupportedTopologyError", "WindowSpec", "compile_topology", "groups_by_bytes")
 
 STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesProcessor,
              sp.FlatMapProcessor, sp.FlatMapValuesProcessor, sp.SelectKeyProcessor,
@@ -74,9 +78,10 @@ STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesPr
 WINDOWED = (WindowedAggregateProcessor, SessionWindowAggregateProcessor)
 """The windowed aggregations the runner compiles to Spark's (time windows, sessions)."""
 
-AGGREGATIONS = (*WINDOWED, SlidingWindowAggregateProcessor, StreamAggregateProcessor)
-"""Every aggregation of a grouped stream: compiled to Spark's windowed aggregation, or run
-in the batched processor."""
+AGGREGATIONS = (*WINDOWED, SlidingWindowAggregateProcessor, StreamAggregateProcessor,
+                TableAggregateProcessor)
+"""Every aggregation of a grouped stream or table: compiled to Spark's windowed
+aggregation, or run in the batched processor."""
 
 AGGREGATION = -1
 """The route of records that reach the stateful node: the windowed aggregation or the
@@ -234,6 +239,30 @@ class BatchedAggregationSpec:
 
 
 @dataclass(frozen=True)
+class RegroupSpec:
+    """A table source re-grouped (``table.group_by(...)``) for a table aggregation.
+
+    Its table and selecting node run in a batched processor ahead of the aggregation's,
+    built from the topology's own factories.
+    """
+
+    table: str
+    """The table source node."""
+    table_factory: Callable[[], InternalProcessor]
+    store: str
+    store_factory: Callable[[], Any]
+    """Builds the table's (in-memory) key-value store, as the test driver does."""
+    key_serializer: Callable[[Any], bytes | None]
+    """The table's key bytes: its records are bucketed by them."""
+    select: str
+    """The ``group_by`` node."""
+    select_factory: Callable[[], InternalProcessor]
+    topic: str
+    """The repartition topic a task reads the regrouped changes from (the test driver's name,
+    with its default application id)."""
+
+
+@dataclass(frozen=True)
 class Plan:
     """A topology sorted into the parts the distributed runner runs."""
 
@@ -255,6 +284,8 @@ class Plan:
     its key column without any Python (when the column allows it)."""
     batched: BatchedAggregationSpec | None = None
     """The aggregation run in a batched processor (then ``window`` is ``None``)."""
+    regroup: RegroupSpec | None = None
+    """For a table aggregation: the table and its ``group_by``, run before ``batched``."""
 
 
 def _what(node: GraphNode, processor: Any) -> str:
@@ -280,7 +311,8 @@ def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyErr
     return UnsupportedTopologyError(
         f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
         f"stateless stream steps, one count/reduce/aggregate of a grouped stream (with or "
-        f"without windows) + to_stream(), optionally suppressed in between, one table "
+        f"without windows) or of b.table(topic).group_by(...) + to_stream(), optionally "
+        f"suppressed in between, one table "
         f"with suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads, optionally "
         f"followed by a time- or session-windowed aggregation with an unbounded buffer; "
@@ -310,6 +342,7 @@ def compile_topology(topology: Topology) -> Plan:
     window_node: GraphNode | None = None
     window_proc: WindowedAggregateProcessor | SessionWindowAggregateProcessor | None = None
     batched: BatchedAggregationSpec | None = None
+    regroup: RegroupSpec | None = None
     limit: TimeLimitSpec | None = None
     join: JoinSpec | None = None
     join_node: GraphNode | None = None
@@ -351,6 +384,9 @@ def compile_topology(topology: Topology) -> Plan:
                 batched = _batched_spec(node, proc, suppression_node, suppression, topology)
                 if suppression_node is not None:
                     absorbed.add(suppression_node.name)
+                if isinstance(proc, TableAggregateProcessor):
+                    regroup = _regroup_spec(node, proc, procs, topology, readers)
+                    exits = {regroup.table: AGGREGATION}
         elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
             stateful = _check_time_limit(node, proc, procs)
             limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer,
@@ -452,7 +488,8 @@ def compile_topology(topology: Topology) -> Plan:
         {} if window_node is None else {window_node.name: AGGREGATION})
     post = chain({"": to_streams}, "post", tuple(to_streams), {}) if to_streams \
         else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, limit, join, joined, post, topics, direct, batched)
+    return Plan(sources, pre, window, limit, join, joined, post, topics, direct, batched,
+                regroup)
 
 
 def _downstream(node: GraphNode, children: Callable[[GraphNode], list[GraphNode]]
@@ -616,6 +653,32 @@ def _batched_spec(node: GraphNode, proc: Any, suppression_node: GraphNode | None
                    suppression_key_serializer=suppression.key_serializer,
                    value_serializer=suppression.value_serializer,
                    buffer_time=suppression._buffer_time)
+
+
+def _regroup_spec(node: GraphNode, proc: TableAggregateProcessor, procs: dict[str, Any],
+                  topology: Topology, readers: dict[str, GraphNode]) -> RegroupSpec:
+    """A table aggregation is compiled on ``b.table(topic).group_by(...)``, nothing else."""
+    from ..runtime.processors.table import TableRepartitionMapProcessor, TableSourceProcessor
+
+    why = ("a table aggregation is compiled only as b.table(topic).group_by(...) followed by "
+           "count/reduce/aggregate, with nothing else reading the topic or the table")
+    parent = node.parents[0] if len(node.parents) == 1 else None
+    topic = parent.topics[0] if parent is not None and parent.kind == "source" else None
+    sinks = [n for n in topology.nodes if n.kind == "sink" and n.topics == (topic,)]
+    select = sinks[0].parents[0] if topic is not None and len(sinks) == 1 else None
+    table = select.parents[0] if select is not None and len(select.parents) == 1 else None
+    source = table.parents[0] if table is not None and len(table.parents) == 1 else None
+    if parent is None or topic is None or readers.get(topic) is not parent or \
+            select is None or not isinstance(procs[select.name], TableRepartitionMapProcessor) \
+            or select.children != sinks or table is None or \
+            not isinstance(procs[table.name], TableSourceProcessor) or \
+            table.children != [select] or source is None or source.children != [table] or \
+            len(source.topics) != 1 or set(source.topics) & topology.internal_topics:
+        raise _refuse(node, proc, why)
+    store = next(s for s in topology.stores if s.name == table.stores[0])
+    return RegroupSpec(table.name, table.factory, store.name, store.factory,
+                       store.factory()._key_bytes, select.name, select.factory,
+                       f"{DEFAULT_APPLICATION_ID}-{topic}")
 
 
 def groups_by_bytes(serde: Serde[Any] | None) -> bool:

@@ -33,7 +33,8 @@ from ._compile import AGGREGATION, DROPS, ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
 
 __all__ = ("DROP_REASONS", "FRAME", "Chain", "drop_counts", "drop_frame", "frame",
-           "packed_frame", "pre_stage", "records_of_frame", "save_bucket", "window_records")
+           "pack_rows", "packed_frame", "pre_stage", "records_of_frame", "save_bucket",
+           "window_records")
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
@@ -275,24 +276,33 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     batch, _ = frame(rows, None, 0, positions=(seqs, [-1] * len(rows)))
     parts = [batch]
     if packs:
-        order = sorted(packs)
-        parts.append(pa.RecordBatch.from_arrays([
-            pa.array([AGGREGATION] * len(order), pa.int32()),
-            pa.array([_dumps(packs[b], protocol=pickle.HIGHEST_PROTOCOL) for b in order],
-                     pa.binary()),
-            pa.nulls(len(order), pa.binary()),
-            pa.array([max(r[2] for r in packs[b]) for b in order], pa.int64()),
-            pa.nulls(len(order), pa.binary()),
-            pa.nulls(len(order), pa.binary()),
-            pa.array(order, pa.int64()),
-            pa.array([len(packs[b]) for b in order], pa.int64()),
-            pa.nulls(len(order), pa.string()),
-        ], schema=FRAME))
+        parts.append(pack_rows(packs))
     if null_keys:
         parts.append(drop_frame({DropReason.NULL_KEY: null_keys}))
     if len(parts) == 1:
         return batch, seen
     return pa.Table.from_batches(parts).combine_chunks().to_batches()[0], seen
+
+
+def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]]) -> pa.RecordBatch:
+    """Packs of records as record-frame rows, one per bucket (see :func:`packed_frame`).
+
+    ``packs`` maps a bucket to its records, each a tuple whose third item is its timestamp.
+    """
+    order = sorted(packs)
+    n = len(order)
+    return pa.RecordBatch.from_arrays([
+        pa.array([AGGREGATION] * n, pa.int32()),
+        pa.array([_dumps(packs[b], protocol=pickle.HIGHEST_PROTOCOL) for b in order],
+                 pa.binary()),
+        pa.nulls(n, pa.binary()),
+        pa.array([max(r[2] for r in packs[b]) for b in order], pa.int64()),
+        pa.nulls(n, pa.binary()),
+        pa.nulls(n, pa.binary()),
+        pa.array(order, pa.int64()),
+        pa.array([len(packs[b]) for b in order], pa.int64()),
+        pa.nulls(n, pa.string()),
+    ], schema=FRAME)
 
 
 def pre_stage(plan: BatchPlan, topic: str,

@@ -151,13 +151,21 @@ class DistributedRunner:
 
         schema = StructType.fromJson(_spark_schema(FRAME))
         stateful = (self._plan.join or self._plan.window or self._plan.limit
-                    or self._plan.batched)
+                    or self._plan.regroup or self._plan.batched)
         key_bytes = None if stateful is None else stateful.key_serializer
         pack = None
         if self._plan.limit is not None:
             from ._time_limit import buckets
 
             pack = buckets(self._plan.limit)
+        elif self._plan.regroup is not None:
+            from ._regroup import BUCKETS
+
+            pack = BUCKETS
+        elif self._plan.batched is not None:
+            from ._aggregations import buckets as aggregation_buckets
+
+            pack = aggregation_buckets(self._plan.batched)
         frames = []
         for topic, df in self._sources.items():
             if self._native(topic) is not None:
@@ -238,52 +246,37 @@ class DistributedRunner:
 
     def _time_limited(self, frames: list[Any]) -> Any:
         """The time-limited suppression in ``transformWithStateInPandas``, keys in buckets."""
-        from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
         from ._time_limit import TimeLimitProcessor
 
         limit = self._plan.limit
         assert limit is not None
-        rows = _drops_observed(_union(frames))
-        # the records come packed, a row per key bucket (its number in seq): only the
-        # pack and its largest timestamp travel on, and the timestamp only as far as the
-        # watermark: without an event-time column Spark drops no input of the processor as
-        # late (the driver's suppression buffers records behind its stream time too)
-        rows = (rows.where(F.col("route") == AGGREGATION)
-                .select(F.col("seq").alias("bucket"), "k",
-                        # Spark drops input at or below the watermark, which starts at 0:
-                        # event times are shifted by 1 ms, and the delay of 1 ms gives back
-                        # the largest timestamp of the earlier micro-batches as the watermark
-                        F.timestamp_millis(F.col("ts") + 1).alias("et"))
-                .withWatermark("et", "1 millisecond")
-                .select("bucket", "k"))
+        rows = _packs(_drops_observed(_union(frames), DROPS_PACKED))
         schema = StructType.fromJson(_spark_schema(FRAME))
         return rows.groupBy("bucket").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
 
     def _batched(self, frames: list[Any]) -> Any:
         """The batched aggregation in ``transformWithStateInPandas``, keys in buckets."""
-        from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        from ._aggregations import BatchedAggregationProcessor, buckets
+        from ._aggregations import BatchedAggregationProcessor
 
         spec = self._plan.batched
         assert spec is not None
-        rows = _union(frames)
-        # a null key (dropped and counted by the aggregation) goes to bucket 0; the event
-        # time, shifted by 1 ms with a delay of 1 ms (the watermark: the largest timestamp
-        # of the earlier micro-batches), goes no further than the watermark: without an
-        # event-time column Spark drops none of the processor's input as late
-        rows = (rows.where(F.col("route") == AGGREGATION)
-                .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"),
-                                                        F.lit(buckets(spec))), F.lit(0)))
-                .withColumn("et", F.timestamp_millis(F.col("ts") + 1))
-                .withWatermark("et", "1 millisecond")
-                .drop("et"))
+        rows = _drops_observed(_union(frames), DROPS_PACKED)
         schema = StructType.fromJson(_spark_schema(FRAME))
-        out = rows.groupBy("bucket").transformWithStateInPandas(
+        regroup = self._plan.regroup
+        if regroup is not None:  # a table aggregation: the table's group_by first
+            from ._aggregations import buckets
+            from ._regroup import RegroupProcessor
+
+            rows = _packs(rows, timed=False).groupBy("bucket").transformWithStateInPandas(
+                RegroupProcessor(regroup, spec.key_serializer, buckets(spec)), schema,
+                "Append", "None")
+            rows = _drops_observed(rows, DROPS_REGROUPED)
+        out = _packs(rows).groupBy("bucket").transformWithStateInPandas(
             BatchedAggregationProcessor(spec, self._plan.post), schema, "Append", "EventTime")
         return _drops_observed(out)
 
@@ -523,11 +516,12 @@ class DistributedRunner:
                 null_keys = observed.get(NULL_KEYS)
                 if null_keys is not None and null_keys["n"]:
                     self._dropped[DropReason.NULL_KEY] += int(null_keys["n"])
-                counted = observed.get(DROPS_SEEN)
-                if counted is not None:
-                    for reason in DROP_REASONS:
-                        if counted[reason]:
-                            self._dropped[reason] += int(counted[reason])
+                for name in (DROPS_SEEN, DROPS_PACKED, DROPS_REGROUPED):
+                    counted = observed.get(name)
+                    if counted is not None:
+                        for reason in DROP_REASONS:
+                            if counted[reason]:
+                                self._dropped[reason] += int(counted[reason])
 
     def __enter__(self) -> DistributedRunner:
         return self
@@ -582,19 +576,50 @@ their null key, before Spark's operator."""
 
 DROPS_SEEN = "topology.drops"
 """The observed metric summing the drop rows (route ``DROPS``) of the as-of join's and the
-batched aggregations' processors or of the packing ``mapInArrow`` stage before the time
-limit, one column a reason."""
+batched aggregations' processors, one column a reason."""
+
+DROPS_PACKED = "topology.drops-packed"
+"""The same for the packing ``mapInArrow`` stage before a batched processor (the null keys it
+drops)."""
+
+DROPS_REGROUPED = "topology.drops-regrouped"
+"""The same for the table's ``group_by`` before a table aggregation (the pairs its selector
+gives with a ``None`` key or value)."""
 
 
-def _drops_observed(rows: Any) -> Any:
-    """``rows``, their drop rows summed per reason as they pass."""
+def _drops_observed(rows: Any, name: str = DROPS_SEEN) -> Any:
+    """``rows``, their drop rows summed per reason as they pass (observed as ``name``)."""
     from pyspark.sql import functions as F
 
     route, reason = F.col("route"), F.col("k")
-    return rows.observe(DROPS_SEEN, *[
+    return rows.observe(name, *[
         F.coalesce(F.sum(F.when((route == DROPS) & (reason == F.lit(name.encode())),
                                 F.col("ts"))), F.lit(0)).alias(name)
         for name in DROP_REASONS])
+
+
+def _packs(rows: Any, timed: bool = True) -> Any:
+    """The packed rows of a batched processor's input: ``bucket`` and ``k``, timed.
+
+    The packs are :func:`~topology.spark._stages.packed_frame`'s, timed by Spark's watermark.
+
+    Only the pack and its largest timestamp travel on, and the timestamp only as far as the
+    watermark: without an event-time column Spark drops no input of the processor as late
+    (the driver buffers or drops records behind its stream time itself). Spark drops input
+    at or below a watermark, which starts at 0: event times are shifted by 1 ms, and the
+    delay of 1 ms gives back the largest timestamp of the earlier micro-batches as the
+    watermark.
+    ``timed=False``: no watermark (for a processor without timers).
+    """
+    from pyspark.sql import functions as F
+
+    rows = rows.where(F.col("route") == AGGREGATION)
+    if not timed:
+        return rows.select(F.col("seq").alias("bucket"), "k")
+    return (rows.select(F.col("seq").alias("bucket"), "k",
+                        F.timestamp_millis(F.col("ts") + 1).alias("et"))
+            .withWatermark("et", "1 millisecond")
+            .select("bucket", "k"))
 
 
 def _null_keys_observed(rows: Any) -> Any:

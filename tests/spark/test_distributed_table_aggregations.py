@@ -1,0 +1,212 @@
+"""Table aggregations on the DistributedRunner: the driver's records and drops.
+
+``b.table(topic).group_by(selector)`` followed by ``count``/``reduce``/``aggregate`` runs in
+two batched processors of one query: the table's rows and its ``group_by``
+(:mod:`topology.spark._regroup`), then the aggregation per new key
+(:mod:`topology.spark._aggregations`). The Spark test reads a few small Parquet files (one
+micro-batch each); once drained the sink must hold the driver's records (as multisets). The
+bucket test runs both processors' work without Spark, micro-batch by micro-batch and bucket
+by bucket as Spark calls them, and compares records and drops with the driver's.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suppress import BufferConfig, Suppressed
+from suppress.entry import RecordContext
+from topology import Consumed, Serdes, StreamsBuilder, Topology, TopologyTestDriver
+from topology.spark import DistributedRunner, UnsupportedTopologyError, sinks
+from topology.spark._aggregations import AggregationBucket, buckets
+from topology.spark._compile import compile_topology
+from topology.spark._regroup import Regrouping
+
+from .helpers import Row, batches, kafka_table
+from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
+
+S = Serdes.string()
+TOPIC = "accounts"
+
+
+_region: Any = lambda account, row: (  # noqa: E731 (by value: Spark's workers run it)
+    None if row.split(":")[0] == "-" else row.split(":")[0], int(row.split(":")[1]))
+"""An account row ``"region:balance"`` as ``(region, balance)``; ``"-:..."``: no region. A
+lambda, which Spark pickles by value (its workers cannot import this test module)."""
+
+
+def balances(kind: str, limit: int | None = None) -> Topology:
+    """Accounts (``region:balance`` rows) totalled per region, every update or rate-limited."""
+    b = StreamsBuilder()
+    grouped = b.table(TOPIC, Consumed(key_serde=S, value_serde=S)).group_by(_region)
+    if kind == "count":
+        table = grouped.count()
+    elif kind == "reduce":
+        table = grouped.reduce(lambda total, n: total + n, lambda total, n: total - n)
+    else:  # the history of the aggregate depends on the order of the updates
+        table = grouped.aggregate(lambda: "", lambda region, n, log: log + f"+{n}",
+                                  lambda region, n, log: log + f"-{n}")
+    if limit is not None:
+        table = table.suppress(Suppressed.until_time_limit(limit, BufferConfig.unbounded()))
+    table.to_stream().to("out")
+    return b.build()
+
+
+def regroup_run(topology: Topology, parts: list[list[Row]]
+                ) -> tuple[list[Any], Counter[str]]:
+    """Records and drops of the two batched processors: each part one micro-batch (one input
+    partition), each bucket one call per micro-batch in both, then the aggregation's timers
+    of the last one. Table keys go into 3 buckets, new keys into 2."""
+    plan = compile_topology(topology)
+    spec, regroup = plan.batched, plan.regroup
+    assert spec is not None and regroup is not None and buckets(spec) > 1
+    rows_state: dict[int, bytes | None] = {}
+    agg_state: dict[int, bytes | None] = {}
+    watermark = 0
+    out: list[Any] = []
+    drops: Counter[str] = Counter()
+
+    def aggregate(bucket_id: int, changes: list[tuple[Any, ...]]) -> None:
+        bucket = AggregationBucket(spec, plan.post, agg_state.get(bucket_id), watermark)
+        for key, change, ts, headers, _, before, topic in sorted(changes, key=lambda c: c[4]):
+            bucket.advance(before)
+            bucket.process(key, change, RecordContext(ts, -1, topic, 0, headers))
+        out.extend(bucket.take())
+        agg_state[bucket_id] = bucket.state()
+        drops.update(bucket.host.metrics.dropped)
+
+    for part in parts:
+        by_bucket: dict[int, list[tuple[Row, int, int]]] = {}
+        seen = -1
+        for seq, row in enumerate(part):
+            bucket_id = 0 if row[1] is None else zlib.crc32(row[1]) % 3
+            by_bucket.setdefault(bucket_id, []).append((row, seq, seen))
+            seen = max(seen, row[3])
+        packs: dict[int, list[tuple[Any, ...]]] = {}
+        for bucket_id, records in sorted(by_bucket.items()):
+            regrouping = Regrouping(regroup, rows_state.get(bucket_id), spec.key_serializer, 2)
+            for (_, key, value, ts), seq, before in records:
+                regrouping.process(None if key is None else key.decode(),
+                                   None if value is None else value.decode(),
+                                   RecordContext(ts, -1, TOPIC, 0, ()), seq, before)
+            rows_state[bucket_id] = regrouping.state()
+            drops.update(regrouping.host.metrics.dropped)
+            for target, changes in regrouping.packs.items():
+                packs.setdefault(target, []).extend(changes)
+        for target, changes in sorted(packs.items()):
+            aggregate(target, changes)
+        # Spark's watermark before the aggregation: the largest timestamp of the changes
+        watermark = max([watermark] + [c[2] for cs in packs.values() for c in cs])
+    for bucket_id in sorted(agg_state):  # the timers of the last micro-batch, without data
+        aggregate(bucket_id, [])
+    return [(key, value, ts) for _, key, value, ts, _ in out], drops
+
+
+def driver_run(topology: Topology, rows: list[Row]) -> tuple[list[Any], Counter[str]]:
+    with TopologyTestDriver(topology) as driver:
+        source = driver.create_input_topic(TOPIC, Serdes.bytes(), Serdes.bytes())
+        for _, key, value, ts in rows:
+            source.pipe_input(key, value, timestamp=ts)
+        records = driver.create_output_topic("out").read_records_to_list()
+        metrics = driver.metrics()
+    prefix = "dropped-records-total{reason="
+    drops = Counter({name[len(prefix):-1]: int(n) for name, n in metrics.items()
+                     if name.startswith(prefix) and n})
+    return [(r.key, r.value, r.timestamp) for r in records], drops
+
+
+@st.composite
+def account_batches(draw: st.DrawFn, every_row_counts: bool = False) -> list[list[Row]]:
+    """Account rows moving between regions, deleted, or without a region; null keys; time
+    moving forward with jitter.
+
+    ``every_row_counts``: each row changes an aggregate (no null keys, no rows without a
+    region, no deletes): the time of a rate-limited aggregation then is the driver's, which
+    moves only with the changes that reach it, where the runner's moves with every row (see
+    the docs' time model).
+    """
+    n = draw(st.integers(1, 50))
+    rows: list[Row] = []
+    now = latest = 0
+    for _ in range(n):
+        now += draw(st.integers(0, 15))
+        ts = max(0, now - draw(st.sampled_from([0, 0, 0, 5, 40])))
+        key = draw(st.sampled_from([b"acct-1", b"acct-2", b"acct-3", b"acct-4"]
+                                   + ([] if every_row_counts else [None])))
+        value = draw(st.sampled_from([b"east:5", b"east:7", b"west:3", b"north:1"]
+                                     + ([] if every_row_counts else [b"-:2", None])))
+        if key is None:
+            ts = min(ts, latest)  # dropped before the driver's time moves (see the docs)
+        latest = max(latest, ts)
+        rows.append((TOPIC, key, value, ts))
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=3)))
+    return [rows[i:j] for i, j in zip([0, *cuts], [*cuts, n], strict=True)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(parts=account_batches(), kind=st.sampled_from(["count", "reduce", "aggregate"]))
+def test_regrouped_buckets_give_the_driver_records_and_drops(parts: list[list[Row]],
+                                                             kind: str) -> None:
+    got, dropped = regroup_run(balances(kind), parts)
+    expected, expected_drops = driver_run(balances(kind), [r for p in parts for r in p])
+    assert Counter(got) == Counter(expected)
+    assert dropped == expected_drops
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=account_batches(every_row_counts=True),
+       kind=st.sampled_from(["count", "reduce", "aggregate"]))
+def test_rate_limited_table_aggregations_give_the_driver_records(parts: list[list[Row]],
+                                                                 kind: str) -> None:
+    got, _ = regroup_run(balances(kind, limit=30), parts)
+    expected, _ = driver_run(balances(kind, limit=30), [r for p in parts for r in p])
+    assert Counter(got) == Counter(expected)
+
+
+def account_rows(seed: int, n: int = 200) -> list[Row]:
+    """Accounts changing regions and balances, some deleted, in timestamp order."""
+    rng = random.Random(seed)
+    rows: list[Row] = []
+    for ts in sorted(rng.randrange(2_000) for _ in range(n)):
+        key = f"acct-{rng.randrange(12)}".encode()
+        value = None if rng.random() < 0.1 else \
+            f"{rng.choice(['east', 'west', 'north'])}:{rng.randrange(100)}".encode()
+        rows.append((TOPIC, key, value, ts))
+    return rows
+
+
+@pytest.mark.parametrize("kind", ["reduce", "aggregate"])
+def test_table_aggregations_on_spark_give_the_driver_records(rocksdb_state: Any,
+                                                             tmp_path: Path, kind: str) -> None:
+    data = account_rows(seed=17)
+    write_parquet(tmp_path / "in", [kafka_table(list(p)) for p in batches(data, 3)])
+    out = sinks.memory()
+    runner = DistributedRunner(balances(kind), sources={TOPIC: stream_of(rocksdb_state,
+                                                                         tmp_path / "in")},
+                               sinks={"out": out}, checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    expected = driver_records(balances(kind), data, "out")
+    assert len(expected) > 150
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
+    assert runner.metrics()["records-out-total"] == len(expected)
+
+
+def _table_read_twice() -> Topology:
+    b = StreamsBuilder()
+    accounts = b.table(TOPIC, Consumed(key_serde=S, value_serde=S))
+    accounts.group_by(_region).count().to_stream().to("out")
+    accounts.to_stream().to("copy")
+    return b.build()
+
+
+def test_a_table_aggregation_on_a_table_read_elsewhere_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedTopologyError, match=r"KTABLE-AGGREGATE-\d+.*group_by"):
+        DistributedRunner(_table_read_twice(), sources={}, sinks={"out": sinks.memory()},
+                          checkpoint_dir=str(tmp_path), ignore_topics=["copy"])

@@ -1,0 +1,160 @@
+"""A table's ``group_by`` as a batched ``transformWithStateInPandas`` processor.
+
+A table aggregation (``b.table(topic).group_by(selector).count()``, ``reduce``,
+``aggregate``) keeps two states keyed differently: the table's latest row per key, and the
+aggregate per new key. In a task the re-grouped changes travel through a repartition topic
+between the two; here they travel between two batched processors of one query. This one is
+the first: the table's keys are grouped into :data:`BUCKETS` buckets by a hash of their
+bytes, the records reach it packed (:func:`~topology.spark._stages.packed_frame`), and a
+bucket's rows are one state value (a pickle written and read only by this processor), read
+once and written once per call. Inside a call the topology's own table source (on the
+in-memory store the driver uses) and ``group_by`` node turn each record, in arrival order,
+into the subtraction of its old row's pair and the addition of its new row's pair (one
+change when both have the same new key), as a task does. Those changes leave packed per
+bucket of the aggregation (:mod:`topology.spark._aggregations`), each with the position
+and the stream time of the record it came from, so that the aggregation handles them in
+arrival order with the task's time. The selector's drops (a pair with a ``None`` key or
+value) leave as :data:`~topology.spark._compile.DROPS` rows.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections.abc import Callable, Iterator
+from operator import itemgetter
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped]
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from suppress.entry import RecordContext
+
+from ..record import Change
+from ..runtime.metrics import TaskMetrics
+from ..runtime.processor import Entry
+from ._compile import RegroupSpec
+from ._stages import drop_counts, drop_frame, pack_rows
+
+__all__ = ("BUCKETS", "Regrouping", "RegroupProcessor")
+
+BUCKETS = 8
+"""Buckets of the table's keys: groups of ``transformWithState``."""
+
+_STATE = StructType([StructField("rows", BinaryType())])
+
+Packed = tuple[Any, Any, int, Any, int, int, str]
+"""A change as the aggregation's processor reads it: ``(key, Change, timestamp, headers,
+seq, st, topic)`` (see :func:`~topology.spark._stages.packed_frame`)."""
+
+
+class _Host:
+    """What the table and the ``group_by`` node read of their task: the store, the drops."""
+
+    def __init__(self, spec: RegroupSpec) -> None:
+        self.stores = {spec.store: spec.store_factory()}
+        self.metrics = TaskMetrics()
+
+
+class Regrouping:
+    """One call's work on one bucket of the table: its rows restored, records in, changes out.
+
+    :param state: the bucket's state value as :meth:`state` wrote it, or ``None``.
+    :param key_bytes: the aggregation's key serializer (the changes' buckets are by it).
+    :param buckets: the aggregation's number of buckets.
+    """
+
+    def __init__(self, spec: RegroupSpec, state: bytes | None,
+                 key_bytes: Callable[[Any], bytes | None], buckets: int) -> None:
+        self._spec = spec
+        self._key_bytes = key_bytes
+        self._buckets = buckets
+        self.host = host = _Host(spec)
+        self._store = store = host.stores[spec.store]
+        if state is not None:
+            for key, value, ts in pickle.loads(state):
+                store.put_with_timestamp(key, value, ts)
+        self._changes: list[tuple[Any, Change, RecordContext]] = []
+        table: Any = spec.table_factory()
+        table.name = spec.table
+        table.init(host)
+        select: Any = spec.select_factory()
+        select.name = spec.select
+        select.init(host)
+        changes = self._changes.append
+
+        def change(key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
+            changes((key, Change(new, old), ctx))
+
+        select.connect([Entry(_no_record, change, change)])
+        table.connect([Entry(select.record_entry(), select.change_entry(),
+                             select.stale_entry())])
+        self._table = table
+        self.packs: dict[int, list[Packed]] = {}
+        """The changes so far, by the aggregation's bucket."""
+
+    def process(self, key: Any, value: Any, ctx: RecordContext, seq: int, st: int) -> None:
+        """One table record: its changes join the packs, with its ``seq`` and ``st``."""
+        self._table.process(key, value, ctx)
+        changes = self._changes
+        topic = self._spec.topic
+        for new_key, change, out in changes:
+            kb = self._key_bytes(new_key)
+            bucket = 0 if kb is None else zlib.crc32(kb) % self._buckets
+            self.packs.setdefault(bucket, []).append(
+                (new_key, change, out[0], out[4], seq, st, topic))
+        changes.clear()
+
+    def state(self) -> bytes | None:
+        """The bucket's rows as a state value (``None``: no rows)."""
+        store = self._store
+        rows = []
+        for key, _ in store.all():
+            value, ts = store.get_with_timestamp(key)
+            rows.append((key, value, ts))
+        return pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL) if rows else None
+
+
+def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
+    raise TypeError("the group_by node forwards changes, not records")
+
+
+class RegroupProcessor(StatefulProcessor):
+    """The table rows of one bucket of keys; emits the changes, packed, as a frame."""
+
+    def __init__(self, spec: RegroupSpec, key_bytes: Callable[[Any], bytes | None],
+                 buckets: int) -> None:
+        self._spec = spec
+        self._key_bytes = key_bytes
+        self._buckets = buckets
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        """Open the bucket's rows."""
+        self._state = handle.getValueState("rows", _STATE)
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
+                        timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
+        """Regroup the bucket's records of the micro-batch, in arrival order."""
+        records: list[tuple[Any, ...]] = []
+        for data in rows:
+            for pack in data["k"]:
+                records += pickle.loads(pack)
+        records.sort(key=itemgetter(4))  # by seq: the order they arrived in
+        held = self._state.get() if self._state.exists() else None
+        regrouping = Regrouping(self._spec, None if held is None else held[0],
+                                self._key_bytes, self._buckets)
+        for k, v, ts, h, seq, st, topic in records:
+            regrouping.process(k, v, RecordContext(ts, -1, topic, 0, h), seq, st)
+        rows_held = regrouping.state()
+        if rows_held is None:  # no timers here: the processor runs without a time mode
+            self._state.clear()
+        else:
+            self._state.update((rows_held,))
+        yield pack_rows(regrouping.packs).to_pandas()
+        drops = drop_counts(regrouping.host.metrics.as_dict(), {})
+        if drops:  # sent on as drop rows, which the runner counts in its metrics
+            yield drop_frame(drops).to_pandas()
+
+    def close(self) -> None:
+        """Nothing to release."""
