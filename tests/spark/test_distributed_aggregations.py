@@ -306,10 +306,10 @@ def test_a_full_buffer_stops_the_bucket_as_it_stops_the_driver() -> None:
     assert got == expected
 
 
-@pytest.mark.parametrize("windows", ["tumbling", "session"])
-def test_bounded_buffers_on_spark_give_the_driver_records(rocksdb_state: Any, tmp_path: Path,
-                                                          windows: str) -> None:
+def test_a_bounded_buffer_on_spark_gives_the_driver_records(rocksdb_state: Any,
+                                                            tmp_path: Path) -> None:
     """A bound the clicks never reach: the driver's final results, from one bucket."""
+    windows = "session"
     data = click_rows(seed=11)
     bound = BufferConfig.max_records(50).shut_down_when_full()
     got, runner = run(rocksdb_state, tmp_path, windowed_clicks("aggregate", windows, bound),
