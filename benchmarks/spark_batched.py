@@ -30,7 +30,26 @@ shared).
 
 Measured (2 shared cores; 200,000 in-order clicks over 1,000 keys, 4 files):
 
-MEASURED_TABLE
+==========================================  ==========  ==========  ==========
+records/s                                   sliding     totals      pages
+==========================================  ==========  ==========  ==========
+Spark windowed count + watermark (60 s)         29,377      49,495      51,088
+DistributedRunner                                3,331      18,022       8,821
+TopologyTestDriver alone                         5,235     199,480      34,366
+runner / Spark's own                             0.11x       0.36x       0.17x
+runner / driver alone                            0.64x       0.09x       0.26x
+output records                                 376,905     200,000     395,134
+==========================================  ==========  ==========  ==========
+
+(Load average 1.2-2.2; Spark's own count varies between runs of one process as much as
+between kinds.) Sliding windows make about 12 window updates per click here (1,000 keys, a
+click per key and second, windows of 10 s): the library's sliding aggregation, which the
+processors run, is the larger part of the cost. A running count or a table aggregation is
+cheap in the driver; on Spark every update is a record that leaves its processor, crosses
+Spark (pandas, Arrow) and reaches the sink, and a table aggregation sends each change
+through a second processor: the transfers are the cost. Before its input was packed (one
+row per key bucket and input batch), the sliding runner did 2,737-3,447 records/s, 0.48x
+the driver alone.
 """
 
 from __future__ import annotations
