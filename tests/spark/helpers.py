@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -43,6 +44,20 @@ def driver_output(topology: Topology, rows: Iterable[Row], topic: str,
     with TopologyTestDriver(topology) as driver:
         pipe_rows(driver, rows)
         return driver.create_output_topic(topic, key_serde, value_serde).read_records_to_list()
+
+
+def driver_run(topology: Topology, rows: Iterable[Row], topic: str = "out"
+               ) -> tuple[list[tuple[Any, Any, int]], Counter[str]]:
+    """The driver's records on ``topic`` as ``(key, value, timestamp)`` after the rows were
+    piped one by one as bytes, and its drops by reason."""
+    with TopologyTestDriver(topology) as driver:
+        pipe_rows(driver, rows)
+        records = driver.create_output_topic(topic).read_records_to_list()
+        metrics = driver.metrics()
+    prefix = "dropped-records-total{reason="
+    drops = Counter({name[len(prefix):-1]: int(n) for name, n in metrics.items()
+                     if name.startswith(prefix) and n})
+    return [(r.key, r.value, r.timestamp) for r in records], drops
 
 
 def pipe_rows(driver: TopologyTestDriver, rows: Iterable[Row]) -> None:

@@ -32,13 +32,12 @@ from topology import (
     StreamsBuilder,
     TimeWindows,
     Topology,
-    TopologyTestDriver,
 )
 from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket, buckets
 from topology.spark._compile import compile_topology
 
-from .helpers import Row, batches, kafka_table
+from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
 S = Serdes.string()
@@ -190,19 +189,6 @@ def bucket_run(topology: Topology, parts: list[list[Row]]) -> tuple[list[Any], C
     for bucket_id in sorted(states):  # the timers of the last micro-batch, without data
         call(bucket_id, [])
     return [(key, value, ts) for _, key, value, ts, _ in out], drops
-
-
-def driver_run(topology: Topology, rows: list[Row]) -> tuple[list[Any], Counter[str]]:
-    with TopologyTestDriver(topology) as driver:
-        source = driver.create_input_topic("clicks", Serdes.bytes(), Serdes.bytes())
-        for _, key, value, ts in rows:
-            source.pipe_input(key, value, timestamp=ts)
-        records = driver.create_output_topic("out").read_records_to_list()
-        metrics = driver.metrics()
-    prefix = "dropped-records-total{reason="
-    drops = Counter({name[len(prefix):-1]: int(n) for name, n in metrics.items()
-                     if name.startswith(prefix) and n})
-    return [(r.key, r.value, r.timestamp) for r in records], drops
 
 
 @st.composite

@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 
 from suppress import BufferConfig, Suppressed
 from suppress.entry import RecordContext
-from topology import Consumed, Serdes, StreamsBuilder, Topology, TopologyTestDriver
+from topology import Consumed, Serdes, StreamsBuilder, Topology
 from topology.spark import DistributedRunner, UnsupportedTopologyError, sinks
 from topology.spark._aggregations import AggregationBucket, buckets
 from topology.spark._compile import compile_topology
 from topology.spark._regroup import Regrouping
 
-from .helpers import Row, batches, kafka_table
+from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
 S = Serdes.string()
@@ -107,19 +107,6 @@ def regroup_run(topology: Topology, parts: list[list[Row]]
     for bucket_id in sorted(agg_state):  # the timers of the last micro-batch, without data
         aggregate(bucket_id, [])
     return [(key, value, ts) for _, key, value, ts, _ in out], drops
-
-
-def driver_run(topology: Topology, rows: list[Row]) -> tuple[list[Any], Counter[str]]:
-    with TopologyTestDriver(topology) as driver:
-        source = driver.create_input_topic(TOPIC, Serdes.bytes(), Serdes.bytes())
-        for _, key, value, ts in rows:
-            source.pipe_input(key, value, timestamp=ts)
-        records = driver.create_output_topic("out").read_records_to_list()
-        metrics = driver.metrics()
-    prefix = "dropped-records-total{reason="
-    drops = Counter({name[len(prefix):-1]: int(n) for name, n in metrics.items()
-                     if name.startswith(prefix) and n})
-    return [(r.key, r.value, r.timestamp) for r in records], drops
 
 
 @st.composite

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Iterator
-from operator import itemgetter
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -51,11 +50,19 @@ from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 from suppress.time import is_window_closed
 
-from ..runtime.metrics import TaskMetrics
 from ..runtime.processor import Entry
 from ..windows import Window, Windowed
 from ._compile import BatchedAggregationSpec, ChainSpec
-from ._stages import Chain, Out, drop_counts, drop_frame, frame, save_bucket
+from ._stages import (
+    BucketHost,
+    Chain,
+    Out,
+    drop_counts,
+    drop_frame,
+    outputs_frame,
+    save_bucket,
+    unpacked,
+)
 
 __all__ = ("BUCKETS", "AggregationBucket", "BatchedAggregationProcessor", "buckets")
 
@@ -75,18 +82,6 @@ def buckets(spec: BatchedAggregationSpec) -> int:
     return 1 if spec.bounded else BUCKETS
 
 
-class _BucketHost:
-    """What the aggregation reads of its task: its store and the drop counters.
-
-    Drops (null keys or values, records for closed windows) are counted here and logged on
-    the executor, as a task logs them.
-    """
-
-    def __init__(self, spec: BatchedAggregationSpec) -> None:
-        self.stores = {spec.store: spec.store_factory()}
-        self.metrics = TaskMetrics()
-
-
 class AggregationBucket:
     """One call's work on one bucket: its state restored, records in, results and state out.
 
@@ -98,7 +93,7 @@ class AggregationBucket:
                  stream_time: int) -> None:
         self._spec = spec
         self.chain = chain = Chain(post)
-        self.host = host = _BucketHost(spec)
+        self.host = host = BucketHost(spec.store, spec.store_factory)
 
         def to_post(key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
             chain.feed_change(key, new, ctx)
@@ -230,7 +225,7 @@ class BatchedAggregationProcessor(StatefulProcessor):
     def _restore(self, stream_time: int) -> AggregationBucket:
         held = self._state.get() if self._state.exists() else None
         return AggregationBucket(self._spec, self._post, None if held is None else held[0],
-                            stream_time)
+                                 stream_time)
 
     def _save(self, bucket: AggregationBucket) -> None:
         save_bucket(self._handle, self._state, bucket.state(), bucket.due())
@@ -241,11 +236,7 @@ class BatchedAggregationProcessor(StatefulProcessor):
 
         Each row is a pack of records (see :func:`~topology.spark._stages.packed_frame`).
         """
-        records: list[tuple[Any, ...]] = []
-        for data in rows:
-            for pack in data["k"]:
-                records += pickle.loads(pack)
-        records.sort(key=itemgetter(4))  # by seq: the order they arrived in
+        records = unpacked(rows)
         bucket = self._restore(timerValues.getCurrentWatermarkInMs())
         advance, process = bucket.advance, bucket.process
         for k, v, ts, h, _, st, topic in records:
@@ -269,6 +260,5 @@ class BatchedAggregationProcessor(StatefulProcessor):
 
 
 def _pandas(bucket: AggregationBucket) -> pd.DataFrame:
-    """The records that left the post chain, as a pandas frame in the record layout."""
-    batch, _ = frame(bucket.take(), None, 0)
-    return batch.to_pandas()
+    """The records that left the post chain, packed, as a pandas frame."""
+    return outputs_frame(bucket.take()).to_pandas()

@@ -66,7 +66,7 @@ from ..serde import Serde, serializer_of
 from ..testing.driver import DEFAULT_APPLICATION_ID
 from ..topology import Topology
 
-__all__ = ("AGGREGATION", "DROPS", "TABLE_UPDATE", "BatchedAggregationSpec", "ChainSpec",
+__all__ = ("AGGREGATION", "DROPS", "OUTPUTS", "TABLE_UPDATE", "BatchedAggregationSpec", "ChainSpec",
            "JoinSpec", "Plan", "ReadInternalTopic", "RegroupSpec", "TimeLimitSpec",
            "UnsupportedTopologyError", "WindowSpec", "compile_topology", "groups_by_bytes")
 
@@ -94,6 +94,11 @@ TABLE_UPDATE = -2
 DROPS = -3
 """The route of a batched processor's drop counts: one row per reason, the reason's name
 (UTF-8) in ``k`` and the count in ``ts``; counted by the runner, never sent to a sink."""
+
+OUTPUTS = -4
+"""The route of a batched processor's results: one row per call, ``k`` a pickle of the list
+of records that left its post chain (``(route, key, value, timestamp, headers)``, routes of
+output topics), ``st`` their number; unpacked by the runner before the sinks."""
 
 
 class ReadInternalTopic(InternalProcessor):

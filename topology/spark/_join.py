@@ -38,10 +38,9 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from suppress.entry import RecordContext
 
-from ..runtime.metrics import TaskMetrics
 from ..runtime.processor import InternalProcessor
 from ._compile import TABLE_UPDATE, ChainSpec, JoinSpec
-from ._stages import Chain, drop_counts, drop_frame, frame
+from ._stages import BucketHost, Chain, drop_counts, drop_frame, frame
 
 __all__ = ("BUCKETS", "AsOfJoinProcessor", "buckets")
 
@@ -54,19 +53,6 @@ _STATE = StructType([StructField("history", BinaryType())])
 def buckets(spec: JoinSpec) -> int:
     """How many key buckets the join runs in: one with a grace period (see the module)."""
     return 1 if spec.grace_ms is not None else BUCKETS
-
-
-class _BucketHost:
-    """What the table source and the join read of their task: the store and the counters.
-
-    Drops (null keys or values, rejected writes) are counted here and logged on the
-    executor, as a task logs them; the processor sends the counts on as drop rows.
-    """
-
-    def __init__(self, spec: JoinSpec) -> None:
-        self.stores = {spec.store: spec.store_factory()}
-        self.metrics = TaskMetrics()
-        self.metrics.versioned_stores = list(self.stores.values())
 
 
 def _no_keyspace(name: str) -> Any:
@@ -96,7 +82,8 @@ class AsOfJoinProcessor(StatefulProcessor):
         spec = self._spec
         data = pd.concat(list(rows), ignore_index=True).sort_values(
             ["ts", "route", "seq"], kind="stable")
-        host = _BucketHost(spec)
+        host = BucketHost(spec.store, spec.store_factory)
+        host.metrics.versioned_stores = list(host.stores.values())
         store = host.stores[spec.store]
         table: InternalProcessor = spec.table_factory()
         table.name = spec.table

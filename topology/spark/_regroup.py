@@ -22,7 +22,6 @@ from __future__ import annotations
 import pickle
 import zlib
 from collections.abc import Callable, Iterator
-from operator import itemgetter
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -32,10 +31,9 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from suppress.entry import RecordContext
 
 from ..record import Change
-from ..runtime.metrics import TaskMetrics
 from ..runtime.processor import Entry
 from ._compile import RegroupSpec
-from ._stages import drop_counts, drop_frame, pack_rows
+from ._stages import BucketHost, drop_counts, drop_frame, pack_rows, unpacked
 
 __all__ = ("BUCKETS", "Regrouping", "RegroupProcessor")
 
@@ -47,14 +45,6 @@ _STATE = StructType([StructField("rows", BinaryType())])
 Packed = tuple[Any, Any, int, Any, int, int, str]
 """A change as the aggregation's processor reads it: ``(key, Change, timestamp, headers,
 seq, st, topic)`` (see :func:`~topology.spark._stages.packed_frame`)."""
-
-
-class _Host:
-    """What the table and the ``group_by`` node read of their task: the store, the drops."""
-
-    def __init__(self, spec: RegroupSpec) -> None:
-        self.stores = {spec.store: spec.store_factory()}
-        self.metrics = TaskMetrics()
 
 
 class Regrouping:
@@ -70,7 +60,7 @@ class Regrouping:
         self._spec = spec
         self._key_bytes = key_bytes
         self._buckets = buckets
-        self.host = host = _Host(spec)
+        self.host = host = BucketHost(spec.store, spec.store_factory)
         self._store = store = host.stores[spec.store]
         if state is not None:
             for key, value, ts in pickle.loads(state):
@@ -136,11 +126,7 @@ class RegroupProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
         """Regroup the bucket's records of the micro-batch, in arrival order."""
-        records: list[tuple[Any, ...]] = []
-        for data in rows:
-            for pack in data["k"]:
-                records += pickle.loads(pack)
-        records.sort(key=itemgetter(4))  # by seq: the order they arrived in
+        records = unpacked(rows)
         held = self._state.get() if self._state.exists() else None
         regrouping = Regrouping(self._spec, None if held is None else held[0],
                                 self._key_bytes, self._buckets)

@@ -16,25 +16,27 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
 
 from suppress.entry import RecordContext
 
-from ..runtime.metrics import DropReason
+from ..runtime.metrics import DropReason, TaskMetrics
 from ..runtime.processor import Entry, InternalProcessor
 from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde
 from ..windows import Window, Windowed
-from ._compile import AGGREGATION, DROPS, ChainSpec, WindowSpec
+from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
 
-__all__ = ("DROP_REASONS", "FRAME", "Chain", "drop_counts", "drop_frame", "frame",
-           "pack_rows", "packed_frame", "pre_stage", "records_of_frame", "save_bucket",
-           "window_records")
+__all__ = ("DROP_REASONS", "FRAME", "BucketHost", "Chain", "drop_counts", "drop_frame", "frame",
+           "outputs_frame", "pack_rows", "packed_frame", "pre_stage", "records_of_frame",
+           "save_bucket",
+           "unpacked", "window_records")
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
@@ -186,6 +188,20 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
     return batch, seen
 
 
+class BucketHost:
+    """What the library's processors in a batched processor read of their task.
+
+    The store (built fresh by ``store_factory``, named ``store``) and the counters: drops
+    (null keys or values, closed windows, rejected writes) are counted in :attr:`metrics` and
+    logged on the executor, as a task logs them; the processor sends the counts on as drop
+    rows.
+    """
+
+    def __init__(self, store: str, store_factory: Callable[[], Any]) -> None:
+        self.stores = {store: store_factory()}
+        self.metrics = TaskMetrics()
+
+
 def save_bucket(handle: Any, state: Any, data: bytes | None, due: int | None) -> None:
     """Replace a bucket's one state value (``None``: clear it) and its one timer.
 
@@ -305,6 +321,21 @@ def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]]) -> pa.RecordBatch:
     ], schema=FRAME)
 
 
+def unpacked(frames: Iterable[Any]) -> list[tuple[Any, ...]]:
+    """The records of packed rows (:func:`packed_frame`, :func:`pack_rows`) in arrival order.
+
+    ``frames`` are the pandas frames a batched processor gets; each record is ``(key, value,
+    timestamp, headers, seq, st, topic)``, sorted by ``seq`` (stably: the records one record
+    gave keep their order).
+    """
+    records: list[tuple[Any, ...]] = []
+    for data in frames:
+        for pack in data["k"]:
+            records += _loads(pack)
+    records.sort(key=itemgetter(4))
+    return records
+
+
 def pre_stage(plan: BatchPlan, topic: str,
               serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]],
               spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None,
@@ -411,8 +442,40 @@ def _fold(key: Any, vals: list[dict[str, Any]], window: WindowSpec) -> Any:
 
 
 def records_of_frame(table: pa.Table) -> list[Out]:
-    """The records of a record-frame table (its ``kb`` and ``seq`` are not needed)."""
-    headers = [() if h is None else _loads(h) for h in table.column("h").to_pylist()]
-    return [(route, _loads(k), _loads(v), ts, h) for route, k, v, ts, h in zip(
-        table.column("route").to_pylist(), table.column("k").to_pylist(),
-        table.column("v").to_pylist(), table.column("ts").to_pylist(), headers, strict=True)]
+    """The records of a record-frame table (its ``kb`` and ``seq`` are not needed).
+
+    Rows of route :data:`~topology.spark._compile.OUTPUTS` are unpacked in place.
+    """
+    routes = table.column("route").to_pylist()
+    keys = table.column("k").to_pylist()
+    values = table.column("v").to_pylist()
+    times = table.column("ts").to_pylist()
+    headers = table.column("h").to_pylist()
+    out: list[Out] = []
+    for route, k, v, ts, h in zip(routes, keys, values, times, headers, strict=True):
+        if route == OUTPUTS:
+            out += _loads(k)
+        else:
+            out.append((route, _loads(k), _loads(v), ts, () if h is None else _loads(h)))
+    return out
+
+
+def outputs_frame(records: list[Out]) -> pa.RecordBatch:
+    """Records leaving a batched processor, packed in one row (none: no row).
+
+    The row's route is :data:`~topology.spark._compile.OUTPUTS`. One pickle of the list
+    instead of three per record: Spark moves, converts and hands to ``foreachBatch`` one row
+    per call.
+    """
+    n = 1 if records else 0
+    return pa.RecordBatch.from_arrays([
+        pa.array([OUTPUTS] * n, pa.int32()),
+        pa.array([_dumps(records, protocol=pickle.HIGHEST_PROTOCOL)] * n, pa.binary()),
+        pa.nulls(n, pa.binary()),
+        pa.array([max(r[3] for r in records)] * n, pa.int64()),
+        pa.nulls(n, pa.binary()),
+        pa.nulls(n, pa.binary()),
+        pa.array([0] * n, pa.int64()),
+        pa.array([len(records)] * n, pa.int64()),
+        pa.nulls(n, pa.string()),
+    ], schema=FRAME)

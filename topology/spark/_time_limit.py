@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
-from operator import itemgetter
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -44,7 +43,7 @@ from suppress.processor import SuppressProcessor
 
 from ..serde import fallback_value_bytes
 from ._compile import ChainSpec, TimeLimitSpec
-from ._stages import Chain, frame, save_bucket
+from ._stages import Chain, outputs_frame, save_bucket, unpacked
 
 __all__ = ("BUCKETS", "TimeLimitProcessor", "buckets")
 
@@ -107,11 +106,7 @@ class TimeLimitProcessor(StatefulProcessor):
 
         Each row is a pack of records (see :func:`~topology.spark._stages.packed_frame`).
         """
-        records: list[tuple[Any, ...]] = []
-        for data in rows:
-            for pack in data["k"]:
-                records += pickle.loads(pack)
-        records.sort(key=itemgetter(4))  # by seq: the order they arrived in
+        records = unpacked(rows)
         engine, chain = self._restore(timerValues.getCurrentWatermarkInMs())
         advance, process = engine.advance_stream_time, engine.process_change
         for k, v, ts, h, _, st, topic in records:
@@ -132,6 +127,5 @@ class TimeLimitProcessor(StatefulProcessor):
 
 
 def _pandas(chain: Chain) -> pd.DataFrame:
-    """The records that left the post chain, as a pandas frame in the record layout."""
-    batch, _ = frame(chain.take(), None, 0)
-    return batch.to_pandas()
+    """The records that left the post chain, packed, as a pandas frame."""
+    return outputs_frame(chain.take()).to_pandas()
