@@ -40,7 +40,7 @@ from topology.spark import (
 )
 from topology.spark.distributed import ROCKSDB_PROVIDER
 
-from .helpers import Row, batches, kafka_table, pipe_rows
+from .helpers import Row, batches, kafka_df, kafka_table, pipe_rows
 from .test_foreach_batch import final_counts
 
 S, L = Serdes.string(), Serdes.long()
@@ -700,6 +700,14 @@ def test_a_bad_column_mapping_is_refused_before_any_query(spark: Any, tmp_path: 
                           sinks={"counts": sinks.memory()}, checkpoint_dir=str(tmp_path / "c"),
                           columns=Columns(key="user"))
     assert not (tmp_path / "c").exists()
+
+
+def test_a_static_source_is_refused_with_what_to_use(spark: Any, tmp_path: Path) -> None:
+    static = kafka_df(spark, click_rows(seed=1, n=3))
+    with pytest.raises(TypeError, match=r"sources\['clicks'\] must be a streaming DataFrame.*"
+                                        r"got a static DataFrame.*ForeachBatchRunner"):
+        DistributedRunner(final_counts(), sources={"clicks": static},
+                          sinks={"counts": sinks.memory()}, checkpoint_dir=str(tmp_path / "c"))
 
 
 def test_sources_and_sinks_must_match_the_topology(spark: Any, tmp_path: Path) -> None:

@@ -78,7 +78,8 @@ class DistributedRunner:
     :param ignore_topics: output topics whose records are dropped on purpose.
     :raises UnsupportedTopologyError: for a node it cannot run, naming it.
     :raises ColumnMappingError: for a mapping that does not fit a source's schema.
-    :raises TypeError: for a topology that is not one, or a sink that is not callable.
+    :raises TypeError: for a topology that is not one, a source that is not a streaming
+        DataFrame, or a sink that is not callable.
     :raises ValueError: for missing or unknown sources or sinks, or a time limit, join or
         batched aggregations on a session without the RocksDB state store.
 
@@ -113,6 +114,14 @@ class DistributedRunner:
         self.checkpoint_dir = str(checkpoint_dir)
         self._plan = compiled
         self._sinks = checked_sinks(topology, sinks, ignore_topics)
+        for topic, df in sorted(sources.items()):
+            if not getattr(df, "isStreaming", False):
+                raise TypeError(
+                    f"sources[{topic!r}] must be a streaming DataFrame (spark.readStream..., "
+                    f"e.g. the Kafka source or a file source), got "
+                    f"{'a static DataFrame' if hasattr(df, 'isStreaming') else type(df).__name__}"
+                    f": DistributedRunner runs one streaming query; hand static micro-batches "
+                    f"to ForeachBatchRunner (runner(batch_df, batch_id))")
         mapping = replace(columns or Columns(), topic=None)
         self._batch_plans = {topic: plan(mapping, df.schema, [topic])
                              for topic, df in sources.items()}
