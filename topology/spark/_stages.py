@@ -467,15 +467,8 @@ def outputs_frame(records: list[Out]) -> pa.RecordBatch:
     instead of three per record: Spark moves, converts and hands to ``foreachBatch`` one row
     per call.
     """
-    n = 1 if records else 0
-    return pa.RecordBatch.from_arrays([
-        pa.array([OUTPUTS] * n, pa.int32()),
-        pa.array([_dumps(records, protocol=pickle.HIGHEST_PROTOCOL)] * n, pa.binary()),
-        pa.nulls(n, pa.binary()),
-        pa.array([max(r[3] for r in records)] * n, pa.int64()),
-        pa.nulls(n, pa.binary()),
-        pa.nulls(n, pa.binary()),
-        pa.array([0] * n, pa.int64()),
-        pa.array([len(records)] * n, pa.int64()),
-        pa.nulls(n, pa.string()),
-    ], schema=FRAME)
+    if not records:
+        return pa.RecordBatch.from_pylist([], schema=FRAME)
+    return pa.RecordBatch.from_pylist([{
+        "route": OUTPUTS, "k": _dumps(records, protocol=pickle.HIGHEST_PROTOCOL),
+        "ts": max(r[3] for r in records), "seq": 0, "st": len(records)}], schema=FRAME)
