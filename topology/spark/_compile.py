@@ -27,8 +27,8 @@
   (:mod:`topology.spark._join`), and so does the **joined** chain, the join node and the
   stateless stream nodes after it, up to output topics or a **window** (above) that only
   the join feeds: the aggregation then runs on the joined records;
-- **post**: the stateless stream nodes after the window's or the limit's ``to_stream()``, up
-  to output topics.
+- **post**: the stateless stream nodes after the ``to_stream()`` of the window, the batched
+  aggregation or the limit, up to output topics.
 
 Everything else (other tables, other table aggregations, joins with tables without history,
 user processors, any aggregation after a join but a time- or session-windowed one with
@@ -281,7 +281,7 @@ class Plan:
     """The join and the stateless nodes after it, up to output topics or the windowed
     aggregation (route :data:`AGGREGATION`), run in the join's processor."""
     post: ChainSpec
-    """The stateless nodes after the windowed aggregation's or time limit's to_stream()."""
+    """The stateless nodes after the to_stream() of the aggregation or the time limit."""
     topics: tuple[str, ...]
     """The output topics, indexed by route."""
     direct_window_topic: str | None
@@ -342,8 +342,8 @@ def compile_topology(topology: Topology) -> Plan:
         return list(node.children)
 
     stateful: GraphNode | None = None
-    """The first stateful node: the windowed aggregation, the table source of a time limit,
-    or the join (a windowed aggregation may follow the join)."""
+    """The first stateful node: the aggregation, the table source of a time limit, or the
+    join (a windowed aggregation may follow the join)."""
     window_node: GraphNode | None = None
     window_proc: WindowedAggregateProcessor | SessionWindowAggregateProcessor | None = None
     batched: BatchedAggregationSpec | None = None
