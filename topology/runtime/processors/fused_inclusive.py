@@ -57,7 +57,7 @@ from ...windows import Window, Windowed
 from ..processor import Forward
 from .aggregate import count_adder, count_initializer
 from .session import SessionWindowAggregateProcessor
-from .sliding import SlidingWindowAggregateProcessor
+from .sliding import SlidingWindowAggregateProcessor, WindowWrite
 from .suppress import SuppressNodeProcessor
 
 if TYPE_CHECKING:
@@ -112,6 +112,8 @@ class FusedInclusiveFinalResults:
         self._bytes = 0  # kept only when tracking bytes
         self.metrics = SuppressMetrics(self, debug_metrics)
         suppress.fused_change = self.change  # the aggregation's updates come here
+        if isinstance(aggregate, SlidingWindowAggregateProcessor):
+            aggregate.write_window = self._sliding_write(aggregate)
 
     # -- entries -------------------------------------------------------------------------------
 
@@ -178,7 +180,7 @@ class FusedInclusiveFinalResults:
         counting = initializer is count_initializer and aggregator is count_adder
         latest_end, near, write = store._latest_end, store._near, store._write_bytes
         merger = agg._merger
-        buffer_time, change = self._buffer_time, self.change
+        change = self.change
         heappush = heapq.heappush
         new_tuple = _new_tuple
         plain = not self._track  # entries unsized and no DEBUG samples: updates run inline
@@ -195,23 +197,28 @@ class FusedInclusiveFinalResults:
                    parts: tuple[Any, ...]) -> None:
             """:meth:`change` of session ``[start, end]`` to ``new`` (``parts`` at ``end``).
 
-            A new entry of a value is buffered here: its key bytes are the store's key bytes
-            and the packed bounds, as the node's serializer writes them.
+            Unsized entries are buffered here: a new one's key bytes are the store's key bytes
+            and the packed bounds, as the node's serializer writes them, and its buffer time
+            the exclusive end ``end + 1``.
             """
-            session = new_tuple(Windowed, (key, new_tuple(Window, (start, end))))
-            index_key = (key, start, end)
-            if not plain or new is None or index_key in index:
-                change(session, new, None, new_tuple(RecordContext, parts))
+            if not plain:
+                change(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), new, None,
+                       new_tuple(RecordContext, parts))
                 return
             if end > engine.stream_time:
                 engine.stream_time = end
-            time = buffer_time(session)
-            key_bytes = kb + pack_session_bounds(start, end)
-            self._seq += 1
-            heappush(heap, (time, key_bytes, self._seq, index_key))
-            index[index_key] = (new, None, parts, None, key_bytes, 0)
-            if heap[0][0] == time:
-                self._next_close = window_close_time(time, buffer_delay)
+            index_key = (key, start, end)
+            entry = index.get(index_key)
+            if entry is not None:
+                index[index_key] = (new, None, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
+            else:
+                time = end + 1  # the buffer time: the exclusive end
+                key_bytes = kb + pack_session_bounds(start, end)
+                self._seq += 1
+                heappush(heap, (time, key_bytes, self._seq, index_key))
+                index[index_key] = (new, None, parts, None, key_bytes, 0)
+                if heap[0][0] == time:
+                    self._next_close = window_close_time(time, buffer_delay)
             after_put()
 
         def tombstone(key: Any, start: int, end: int, old: Any,
@@ -289,6 +296,52 @@ class FusedInclusiveFinalResults:
             update(kb, key, ts, ts, new, parts)
 
         return step
+
+    def _sliding_write(self, agg: SlidingWindowAggregateProcessor) -> WindowWrite:
+        """The sliding aggregation's window write, its update buffered here (plain values).
+
+        The aggregation's own store write first, then what :meth:`change` does with the
+        update, without building the windowed key and the context: the entry is indexed by
+        ``(key, start, end)``, its key bytes come from the suppression node
+        (:meth:`~topology.runtime.processors.suppress.SuppressNodeProcessor.windowed_key_bytes`,
+        so an error is located there) and its buffer time is the exclusive end ``end + 1``.
+        Sized entries and DEBUG samples go through :meth:`change`.
+        """
+        put, d = agg._put, agg._d
+        engine, index, heap = self._engine, self._index, self._heap
+        key_bytes = self._node.windowed_key_bytes
+        change, enforce = self.change, self._enforce
+        heappush = heapq.heappush
+        delay = self._delay
+        new_tuple = _new_tuple
+
+        def write(key: Any, start: int, new: Any, old: Any, timestamp: int,
+                  ctx: RecordContext) -> None:
+            put(key, start, new, timestamp)
+            end = start + d
+            if self._track:
+                change(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), new, old,
+                       ctx.with_timestamp(timestamp))
+                return
+            if timestamp > engine.stream_time:
+                engine.stream_time = timestamp
+            index_key = (key, start, end)
+            entry = index.get(index_key)
+            parts = ctx[:] if ctx[0] == timestamp else (timestamp, *ctx[1:])
+            if entry is not None:
+                index[index_key] = (new, old, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
+            else:
+                kb = key_bytes(key, start, end)
+                time = end + 1
+                self._seq += 1
+                heappush(heap, (time, kb, self._seq, index_key))
+                index[index_key] = (new, old, parts, old, kb, 0)
+                if heap[0][0] == time:
+                    self._next_close = window_close_time(time, delay)
+            if self._bounded or engine.stream_time >= self._next_close:
+                enforce()
+
+        return write
 
     def change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer one table update of window ``key``; emit what is due (module docstring)."""

@@ -215,6 +215,21 @@ class SuppressNodeProcessor(InternalProcessor):
             return serialized_key(self.key_serializer, key)
         return serialized_key(lambda _: data, key)
 
+    def windowed_key_bytes(self, key: Any, start: int, end: int) -> bytes:
+        """:meth:`key_bytes` of ``Windowed(key, Window(start, end))``: the same bytes and errors.
+
+        For the built-in time-windowed layout the windowed key is not built.
+        """
+        parts = time_windowed_parts(self.key_serializer, start)
+        if parts is None:
+            return self.key_bytes(_new_tuple(Windowed, (key, _new_tuple(Window, (start, end)))))
+        inner, packed = parts
+        data = (inner(key) or b"") + packed
+        if type(data) is bytes:
+            return data
+        return self.key_bytes(_new_tuple(Windowed, (key, _new_tuple(Window, (start, end)))),
+                              data)
+
     def window_key_bytes(self, window: Window) -> Callable[[Any], bytes]:
         """``key`` -> :meth:`key_bytes` of ``Windowed(key, window)``, for many keys of a window.
 
