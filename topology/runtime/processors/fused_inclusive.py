@@ -174,14 +174,13 @@ class FusedInclusiveFinalResults:
                 or session_windowed_inner(self._node.key_serializer) is not key_ser):
             return None
         late = agg.late
-        engine, index, heap = self._engine, self._index, self._heap
-        gap, delay, buffer_delay = agg._gap, agg._delay, self._delay
+        engine, index = self._engine, self._index
+        gap, delay = agg._gap, agg._delay
         initializer, aggregator = agg._initializer, agg._aggregator
         counting = initializer is count_initializer and aggregator is count_adder
         latest_end, near, write = store._latest_end, store._near, store._write_bytes
         merger = agg._merger
-        change = self.change
-        heappush = heapq.heappush
+        change, buffer = self.change, self._buffer
         new_tuple = _new_tuple
         plain = not self._track  # entries unsized and no DEBUG samples: updates run inline
         emit, enforce = self._emit_closed, self._enforce
@@ -212,13 +211,8 @@ class FusedInclusiveFinalResults:
             if entry is not None:
                 index[index_key] = (new, None, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
             else:
-                time = end + 1  # the buffer time: the exclusive end
                 key_bytes = kb + pack_session_bounds(start, end)
-                self._seq += 1
-                heappush(heap, (time, key_bytes, self._seq, index_key))
-                index[index_key] = (new, None, parts, None, key_bytes, 0)
-                if heap[0][0] == time:
-                    self._next_close = window_close_time(time, buffer_delay)
+                buffer(index_key, end + 1, key_bytes, (new, None, parts, None, key_bytes, 0))
             after_put()
 
         def tombstone(key: Any, start: int, end: int, old: Any,
@@ -308,11 +302,9 @@ class FusedInclusiveFinalResults:
         Sized entries and DEBUG samples go through :meth:`change`.
         """
         put, d = agg._put, agg._d
-        engine, index, heap = self._engine, self._index, self._heap
+        engine, index = self._engine, self._index
         key_bytes = self._node.windowed_key_bytes
-        change, enforce = self.change, self._enforce
-        heappush = heapq.heappush
-        delay = self._delay
+        change, enforce, buffer = self.change, self._enforce, self._buffer
         new_tuple = _new_tuple
 
         def write(key: Any, start: int, new: Any, old: Any, timestamp: int,
@@ -332,16 +324,21 @@ class FusedInclusiveFinalResults:
                 index[index_key] = (new, old, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
             else:
                 kb = key_bytes(key, start, end)
-                time = end + 1
-                self._seq += 1
-                heappush(heap, (time, kb, self._seq, index_key))
-                index[index_key] = (new, old, parts, old, kb, 0)
-                if heap[0][0] == time:
-                    self._next_close = window_close_time(time, delay)
+                buffer(index_key, end + 1, kb, (new, old, parts, old, kb, 0))
             if self._bounded or engine.stream_time >= self._next_close:
                 enforce()
 
         return write
+
+    def _buffer(self, index_key: tuple[Any, int, int], time: int, key_bytes: bytes,
+                entry: tuple[Any, ...]) -> None:
+        """Buffer a new entry: its heap item at buffer ``time`` (ms), in buffering order."""
+        self._seq += 1
+        heap = self._heap
+        heapq.heappush(heap, (time, key_bytes, self._seq, index_key))
+        self._index[index_key] = entry
+        if heap[0][0] == time:
+            self._next_close = window_close_time(time, self._delay)
 
     def change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer one table update of window ``key``; emit what is due (module docstring)."""
@@ -361,14 +358,9 @@ class FusedInclusiveFinalResults:
         else:
             key_bytes = self._node.key_bytes(key)
             size = self._size_of(key_bytes, old, old, new, ctx) if self._track else 0
-            time = self._buffer_time(key)
-            self._seq += 1
-            heap = self._heap
-            heapq.heappush(heap, (time, key_bytes, self._seq, index_key))
-            self._index[index_key] = (new, old, ctx[:], old, key_bytes, size)
+            self._buffer(index_key, self._buffer_time(key), key_bytes,
+                         (new, old, ctx[:], old, key_bytes, size))
             self._bytes += size
-            if heap[0][0] == time:
-                self._next_close = window_close_time(time, self._delay)
         if self._debug:
             self.metrics.sample()
         if self._bounded or engine.stream_time >= self._next_close:
