@@ -28,6 +28,7 @@ SUPPRESS_PUBLIC = {
     "StrictBufferConfig", "InvalidSuppressionError",
 }
 SPARK_PUBLIC = {"ForeachBatchRunner", "DistributedRunner", "Columns", "sinks", "BatchProgress",
+                "CheckpointMismatchError", "RunnerTotals",
                 "ColumnMappingError", "UnsupportedTopologyError", "local_session"}
 """``topology.spark``: the names DESIGN.md fixes, the progress record, the mapping error, the
 distributed runner's refusal and a local session with settings that suit one machine."""

@@ -22,13 +22,13 @@ from .runtime.api import Cancellable as Cancellable
 from .runtime.api import Processor as Processor
 from .runtime.api import ProcessorContext as ProcessorContext
 from .runtime.api import PunctuationType as PunctuationType
+from .runtime.outputs import TestRecord as TestRecord
 from .serde import Serde as Serde
 from .serde import SerdeError as SerdeError
 from .serde import Serdes as Serdes
 from .stream import KStream as KStream
 from .table import KTable as KTable
 from .testing.driver import TopologyTestDriver as TopologyTestDriver
-from .testing.topics import TestRecord as TestRecord
 from .topology import Topology as Topology
 from .windows import SessionWindows as SessionWindows
 from .windows import SlidingWindows as SlidingWindows

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from topology import Serdes, Topology, TopologyTestDriver
+from topology.runtime.engine import merge_by_timestamp
 
 Row = tuple[str, bytes | None, bytes | None, int]
 """(topic, key bytes, value bytes, timestamp ms)"""
@@ -67,6 +68,19 @@ def pipe_rows(driver: TopologyTestDriver, rows: Iterable[Row]) -> None:
         if name not in inputs:
             inputs[name] = driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
         inputs[name].pipe_input(key, value, timestamp=ts)
+
+
+def task_order(rows: Sequence[Row], n: int) -> list[Row]:
+    """The rows as one task takes them in ``n`` micro-batches: each batch's topics merged
+    lowest timestamp first (Kafka's PartitionGroup), each topic's rows in their order."""
+    out: list[Row] = []
+    for batch in batches(rows, n):
+        by_topic: dict[str, list[tuple[Any, ...]]] = {}
+        for row in batch:
+            by_topic.setdefault(row[0], []).append((row[1], row[2], row[3]))
+        for topic, records in merge_by_timestamp(by_topic):
+            out.extend((topic, *record) for record in records)
+    return out
 
 
 def batches(rows: Sequence[Row], n: int) -> list[Sequence[Row]]:

@@ -71,7 +71,7 @@ def test_aggregation_scenario(name: str, caplog: pytest.LogCaptureFixture) -> No
     (b.stream("topic", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()))
      .group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(gap, grace))
      .count().to_stream().to("output"))
-    caplog.set_level(logging.WARNING, logger="topology")
+    caplog.set_level(logging.DEBUG, logger="topology")
     with TopologyTestDriver(b.build()) as driver:
         source = driver.create_input_topic("topic", Serdes.string(), Serdes.string())
         for key, value, ts in scenario["inputs"]:

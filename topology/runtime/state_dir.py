@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..state.rocksdb import Keyspace, RocksDBOptions, StateDB
 
-__all__ = ("TaskStateDir", "spill_options")
+__all__ = ("TaskStateDir", "TaskStateView", "spill_options")
 
 _COMPONENT = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -96,6 +96,13 @@ class TaskStateDir:
         elif self._db is not None:
             self._db.commit()
 
+    def checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Write a consistent copy of the committed state to the new directory ``path``.
+
+        :raises StateDirectoryError: see ``StateDB.checkpoint``.
+        """
+        self._database().checkpoint(path)
+
     def read_meta(self, key: bytes) -> bytes | None:
         """The committed meta entry ``key`` (opens the database), ``None`` if absent.
 
@@ -164,3 +171,51 @@ def spill_options() -> RocksDBOptions:
     return RocksDBOptions(write_buffer_bytes=512 << 10, max_write_buffers=2,
                           block_cache_bytes=256 << 10, bloom_bits_per_key=10,
                           universal_compaction=True, writable_file_buffer_bytes=64 << 10)
+
+
+class TaskStateView:
+    """One task's part of a database that several tasks share (the Spark runner's tasks).
+
+    Keyspaces and meta entries get the task's prefix (``0_3.``); :meth:`commit` stages the
+    task's meta entries instead of writing them, and the owner of the shared database
+    commits every task's pending writes and staged entries in one atomic step
+    (:meth:`TaskStateDir.commit`). Closing a view closes nothing: the owner closes the
+    database.
+
+    :param shared: the shared database.
+    :param prefix: the task's prefix of keyspace names and meta keys.
+    :param staged: where the view stages meta entries for the owner's next commit.
+    """
+
+    def __init__(self, shared: TaskStateDir, prefix: str,
+                 staged: dict[bytes, bytes | None]) -> None:
+        self._shared = shared
+        self._prefix = prefix
+        self._meta_prefix = prefix.encode("ascii")
+        self._staged = staged
+
+    @property
+    def path(self) -> Path | None:
+        """The shared database's directory, once opened (``None`` before)."""
+        return self._shared.path
+
+    @property
+    def durable(self) -> bool:
+        """Whether the shared state outlives the tasks."""
+        return self._shared.durable
+
+    def keyspace(self, name: str) -> Keyspace:
+        """The task's keyspace ``name`` (``<prefix><name>`` in the shared database)."""
+        return self._shared.keyspace(self._prefix + name)
+
+    def commit(self, meta: Mapping[bytes, bytes | None] | None = None) -> None:
+        """Stage ``meta`` for the owner's next commit (the pending writes wait for it too)."""
+        for key, value in (meta or {}).items():
+            self._staged[self._meta_prefix + key] = value
+
+    def read_meta(self, key: bytes) -> bytes | None:
+        """The task's committed meta entry ``key``, ``None`` if absent."""
+        return self._shared.read_meta(self._meta_prefix + key)
+
+    def close(self) -> None:
+        """Nothing to close: the owner closes the shared database."""

@@ -43,7 +43,7 @@ from .clock import Clock
 from .graph import StoreSpec
 from .metrics import TaskMetrics
 from .processor import Entry, Forward, InternalProcessor
-from .state_dir import TaskStateDir, spill_options
+from .state_dir import TaskStateDir, TaskStateView, spill_options
 
 if TYPE_CHECKING:
     from ..state.rocksdb import Keyspace
@@ -63,6 +63,8 @@ topic; the bytes are given when the sink serialized the record."""
 Output = Callable[[str], Produce]
 """``output(topic)`` gives the function that receives what sinks write to ``topic``."""
 Convert = Callable[[Any], Any]
+Route = Callable[[str, Any, Any, RecordContext, "bytes | None"], bool]
+"""``route(topic, key, value, context, key_bytes)``: see :class:`Task`'s ``route``."""
 
 
 class InputCodec(NamedTuple):
@@ -148,6 +150,15 @@ class Task:
     :param commit_interval_records: with a ``state_dir``, :meth:`process_batch` commits after
         every this many records (and every call commits when it returns).
     :param auto_commit: ``False``: a durable task commits only when :meth:`commit` is called.
+    :param task_id: the task's id (Kafka's ``<subtopology>_<partition>``), naming its spill
+        database ``<task_id>.spill``.
+    :param state: the task's part of a state database several tasks share
+        (:class:`~topology.runtime.state_dir.TaskStateView`); ``None``: a database of its own
+        under ``state_dir``.
+    :param route: for the tasks of several partitions: ``route(topic, key, value, context,
+        key_bytes)`` is called for each record written to a topic this topology reads, and
+        returns ``True`` when it took the record to the task of another partition; ``False``
+        keeps it here, processed before the current input returns.
     """
 
     def __init__(self, topology: Topology, clock: Clock, output: Output,
@@ -155,14 +166,17 @@ class Task:
                  max_feedback_records: int = DEFAULT_MAX_FEEDBACK_RECORDS,
                  state_dir: str | os.PathLike[str] | None = None,
                  commit_interval_records: int = DEFAULT_COMMIT_INTERVAL_RECORDS,
-                 auto_commit: bool = True) -> None:
+                 auto_commit: bool = True, task_id: str = "0_0",
+                 state: TaskStateDir | TaskStateView | None = None,
+                 route: Route | None = None) -> None:
         if type(max_feedback_records) is not int or max_feedback_records < 1:
             raise ValueError(f"max_feedback_records must be a positive int, "
                              f"got {max_feedback_records!r}")
         if type(commit_interval_records) is not int or commit_interval_records < 1:
             raise ValueError(f"commit_interval_records must be a positive int, "
                              f"got {commit_interval_records!r}")
-        self.state = TaskStateDir(state_dir, application_id)
+        self.task_id = task_id
+        self.state = TaskStateDir(state_dir, application_id) if state is None else state
         """The task's on-disk state, opened on first use; committed after each call that
         processes input or advances time."""
         self.durable = self.state.durable
@@ -173,7 +187,8 @@ class Task:
         """Called at each commit for more meta entries to commit (the driver's outputs)."""
         self.committed_offsets: dict[str, int] = {}
         """Input offsets (next offset per topic) as of the last commit restored or made."""
-        self.spill_state = TaskStateDir(state_dir, application_id, "0_0.spill", spill_options)
+        self.spill_state = TaskStateDir(state_dir, application_id, f"{task_id}.spill",
+                                        spill_options)
         """The disk tiers of spilling suppression buffers, opened at the first spill and
         committed after each call that processes input or advances time (and as the buffers
         write). A database of its own: scratch space committed mid-step, which must not
@@ -199,6 +214,7 @@ class Task:
         self.metrics.versioned_stores = [self.stores[spec.name] for spec in topology.stores
                                          if spec.kind == "versioned"]
         self._output = output
+        self._route = route
         self._queue: deque[tuple[str, Any, Any, int, Headers]] = deque()
         self._offsets: dict[str, int] = {}  # next offset per topic, piped or re-queued
         self._stream_schedules: list[_Schedule] = []
@@ -556,11 +572,13 @@ class Task:
         if topic not in self.sources:
             return deliver
         queue = self._queue
+        route = self._route
 
         def produce(key: Any, value: Any, ctx: RecordContext, key_bytes: bytes | None = None,
                     value_bytes: bytes | None = None) -> None:
             deliver(key, value, ctx, key_bytes, value_bytes)
-            queue.append((topic, key, value, ctx.timestamp, ctx.headers))
+            if route is None or not route(topic, key, value, ctx, key_bytes):
+                queue.append((topic, key, value, ctx.timestamp, ctx.headers))
 
         return produce
 

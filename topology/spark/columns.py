@@ -64,12 +64,18 @@ class Columns:
       ignores it.
     - ``headers``: Kafka's ``array<struct<key:string,value:binary>>``; under its default name
       used only if present; ``None`` ignores it.
+    - ``partition``: an ``int``/``bigint`` column giving each record's input partition: each
+      partition is one task, with its own stream time, stores and buffers (Kafka's task
+      model). Under its default name used only if present; ``None`` ignores it (every record
+      is of partition 0).
 
     A column named here that the DataFrame lacks, or that has a type the part cannot take, is
     a :class:`ColumnMappingError` raised before any record is processed.
 
-    >>> Columns(key="account", value="amount", timestamp="ts_ms")
-    Columns(key='account', value='amount', timestamp='ts_ms', topic='topic', headers='headers')
+    >>> Columns(key="account", value="amount", timestamp="ts_ms", partition=None)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    Columns(key='account', value='amount', timestamp='ts_ms', topic='topic',
+            headers='headers', partition=None)
     """
 
     key: str | None = "key"
@@ -77,9 +83,10 @@ class Columns:
     timestamp: str = "timestamp"
     topic: str | None = "topic"
     headers: str | None = "headers"
+    partition: str | None = "partition"
 
     def __post_init__(self) -> None:
-        for part in ("key", "value", "timestamp", "topic", "headers"):
+        for part in ("key", "value", "timestamp", "topic", "headers", "partition"):
             name = getattr(self, part)
             if name is None and part != "timestamp":
                 continue
@@ -129,8 +136,60 @@ class BatchPlan:
         n = table.num_rows
         if n == 0:
             return []
+        names, codes, per_topic, _ = self._per_topic(table, topics, serdes)
+        if codes is None:
+            return [(names[0], per_topic[0])]
+        runs = []
+        starts = np.flatnonzero(np.diff(codes)) + 1
+        bounds = [0, *starts.tolist(), n]
+        taken = [0] * len(names)
+        for start, end in zip(bounds, bounds[1:], strict=False):
+            index = int(codes[start])
+            first = taken[index]
+            taken[index] = first + end - start
+            runs.append((names[index], per_topic[index][first:taken[index]]))
+        return runs
+
+    def decode_partitions(self, table: pa.Table, topics: frozenset[str],
+                          serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]]
+                          ) -> dict[int, dict[str, list[tuple[Any, ...]]]]:
+        """The micro-batch's records per partition, then per topic, each in its order.
+
+        Without a partition column every record is of partition 0. Records are checked and
+        decoded as :meth:`decode` does, all before any is returned.
+
+        :raises ColumnMappingError: as :meth:`decode`, and for a null or negative partition.
+        """
+        if table.num_rows == 0:
+            return {}
+        names, codes, per_topic, partitions = self._per_topic(table, topics, serdes)
+        if partitions is None:
+            return {0: dict(zip(names, per_topic, strict=True))}
+        out: dict[int, dict[str, list[tuple[Any, ...]]]] = {}
+        for index, name in enumerate(names):
+            rows = None if codes is None else np.flatnonzero(codes == index)
+            of_topic = partitions if rows is None else partitions[rows]
+            records = per_topic[index]
+            for partition in np.unique(of_topic).tolist():
+                picked = np.flatnonzero(of_topic == partition).tolist()
+                out.setdefault(int(partition), {})[name] = (
+                    records if len(picked) == len(records) else [records[i] for i in picked])
+        return out
+
+    def _per_topic(self, table: pa.Table, topics: frozenset[str],
+                   serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]]
+                   ) -> tuple[list[str], np.ndarray | None, list[list[tuple[Any, ...]]],
+                              np.ndarray | None]:
+        """What :meth:`decode` and :meth:`decode_partitions` build on.
+
+        The topics' names, each row's topic index (``None``: one topic), the records of each
+        topic in order, and each row's partition (``None``: no partition column).
+        """
         col = {role: table.column(i).combine_chunks() for i, role in enumerate(self.roles)}
         millis = _millis(col["timestamp"], self.timestamp_unit, self.columns.timestamp)
+        partitions = None
+        if "partition" in col:
+            partitions = _partitions(col["partition"], self.columns.partition)
         if "topic" in col:
             topic_col = col["topic"]
             if topic_col.null_count:
@@ -155,18 +214,7 @@ class BatchPlan:
         for index, name in enumerate(names):
             rows = None if codes is None else np.flatnonzero(codes == index)
             per_topic.append(self._records(col, millis, rows, name, serdes.get(name)))
-        if codes is None:
-            return [(names[0], per_topic[0])]
-        runs = []
-        starts = np.flatnonzero(np.diff(codes)) + 1
-        bounds = [0, *starts.tolist(), n]
-        taken = [0] * len(names)
-        for start, end in zip(bounds, bounds[1:], strict=False):
-            index = int(codes[start])
-            first = taken[index]
-            taken[index] = first + end - start
-            runs.append((names[index], per_topic[index][first:taken[index]]))
-        return runs
+        return names, codes, per_topic, partitions
 
     def _records(self, col: dict[str, pa.Array], millis: np.ndarray, rows: np.ndarray | None,
                  topic: str, serdes: tuple[Serde[Any] | None, Serde[Any] | None] | None
@@ -215,12 +263,12 @@ def plan(columns: Columns | None, schema: Any, source_topics: Iterable[str]) -> 
     selected: list[str] = []
     roles: list[str] = []
     binary: set[str] = set()
-    for role in ("key", "value", "timestamp", "topic", "headers"):
+    for role in ("key", "value", "timestamp", "topic", "headers", "partition"):
         name = getattr(columns, role)
         if name is None:
             continue
         if name not in found:
-            if role in ("topic", "headers") and name == getattr(_DEFAULT, role):
+            if role in ("topic", "headers", "partition") and name == getattr(_DEFAULT, role):
                 continue  # Kafka's optional columns under their default names
             raise refuse(f"no column {name!r} for the record's {role} "
                          f"(Columns({role}={name!r}))")
@@ -231,6 +279,9 @@ def plan(columns: Columns | None, schema: Any, source_topics: Iterable[str]) -> 
         if role == "topic" and kind != "string":
             raise refuse(f"column {name!r} (the topic) has Spark type {kind}; it must be a "
                          f"string")
+        if role == "partition" and kind not in ("int", "bigint", "smallint", "tinyint"):
+            raise refuse(f"column {name!r} (the partition) has Spark type {kind}; it must be "
+                         f"an int or bigint")
         if role == "headers" and kind != KAFKA_HEADERS_TYPE:
             raise refuse(f"column {name!r} (the headers) has Spark type {kind}; it must be "
                          f"{KAFKA_HEADERS_TYPE}")
@@ -251,6 +302,19 @@ def plan(columns: Columns | None, schema: Any, source_topics: Iterable[str]) -> 
 
 def _first_null(array: pa.Array) -> int:
     return int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
+
+
+def _partitions(column: pa.Array, name: str | None) -> np.ndarray:
+    """The partition numbers (int64), checked: no nulls, none negative."""
+    if column.null_count:
+        raise ColumnMappingError(f"column {name!r} (the partition) is null in row "
+                                 f"{_first_null(column)}: every record needs a partition")
+    values = column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    if len(values) and values.min() < 0:
+        row = int(np.flatnonzero(values < 0)[0])
+        raise ColumnMappingError(f"column {name!r} (the partition) is {int(values[row])} in "
+                                 f"row {row}: a partition number is never negative")
+    return values
 
 
 def _millis(column: pa.Array, unit: str, name: str) -> np.ndarray:

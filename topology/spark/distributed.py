@@ -51,7 +51,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..runtime.metrics import DropReason
-from ..testing.topics import TestRecord
+from ..runtime.outputs import TestRecord
 from ..topology import Topology
 from ._compile import AGGREGATION, DROPS, ChainSpec, Plan, compile_topology, groups_by_bytes
 from ._stages import DROP_REASONS, FRAME, Chain, pre_stage, records_of_frame, window_records

@@ -28,8 +28,8 @@ from typing import Any, cast
 
 import pyarrow as pa
 
+from ..runtime.outputs import OutputTopicReader, ReadBackChecks, TestRecord, read_back_checks
 from ..serde import Serde, fallback_key_bytes, fallback_value_bytes, serializer_of
-from ..testing.topics import ReadBackChecks, TestOutputTopic, TestRecord, read_back_checks
 from ..topology import Topology
 from ..windows import Windowed
 
@@ -63,7 +63,7 @@ class _RunnerSink:
         cast(Sink, self)(records, batch_id)
 
 
-class MemorySink(_RunnerSink, TestOutputTopic):
+class MemorySink(_RunnerSink, OutputTopicReader):
     """Records kept in memory and read like a driver's ``TestOutputTopic``.
 
     Without serdes, records come back as the topology produced them; with ``key_serde`` /
@@ -78,8 +78,7 @@ class MemorySink(_RunnerSink, TestOutputTopic):
 
     def __init__(self, key_serde: Serde[Any] | None = None,
                  value_serde: Serde[Any] | None = None) -> None:
-        TestOutputTopic.__init__(self, cast(Any, None), "<memory sink>", key_serde,
-                                 value_serde)
+        OutputTopicReader.__init__(self, "<memory sink>", key_serde, value_serde)
         self._held: deque[tuple[Any, ...]] | None = None
 
     def _queue(self) -> deque[tuple[Any, ...]] | None:

@@ -6,7 +6,6 @@ import datetime as _dt
 import functools
 import operator
 import os
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -16,11 +15,11 @@ from suppress.processor import SuppressionView
 from suppress.time import NO_TIMESTAMP, to_millis
 
 from ..runtime.clock import SystemClock
+from ..runtime.engine import Engine
 from ..runtime.task import (
     DEFAULT_COMMIT_INTERVAL_RECORDS,
     DEFAULT_MAX_FEEDBACK_RECORDS,
     InputCodec,
-    Task,
     TaskFailure,
 )
 from ..serde import (
@@ -32,9 +31,7 @@ from ..serde import (
 )
 from ..topology import Topology
 from .clock import MockClock
-from .output_log import KEYSPACE as OUTPUT_KEYSPACE
-from .output_log import META_KEY, OutputLog
-from .topics import ReadBackChecks, TestInputTopic, TestOutputTopic, holder, read_back_checks
+from .topics import ReadBackChecks, TestInputTopic, TestOutputTopic, read_back_checks
 
 __all__ = ("SuppressionBuffer", "TopologyTestDriver")
 
@@ -129,23 +126,17 @@ class TopologyTestDriver:
         self._meta: dict[str, bytes] = {}
         start = SystemClock().now_ms() if initial_wall_clock_ms is None else initial_wall_clock_ms
         self._clock = MockClock(start)
-        self._outputs: dict[str, deque[Any]] = {}
-        self._log: OutputLog | None = None
         self._durable = state_dir is not None
-        self._task = Task(topology, self._clock, self._capture, self.application_id,
-                          debug_metrics=level == "DEBUG", fuse=fuse,
-                          max_feedback_records=config.get("max_feedback_records",
-                                                          DEFAULT_MAX_FEEDBACK_RECORDS),
-                          state_dir=state_dir,
-                          commit_interval_records=config.get(
-                              "commit_interval_records", DEFAULT_COMMIT_INTERVAL_RECORDS),
-                          auto_commit=auto_commit)
-        if self._task.durable:
-            try:
-                self._restore_outputs()
-            except BaseException:
-                self._task.close()
-                raise
+        self._engine = Engine(topology, self._clock, self.application_id,
+                              debug_metrics=level == "DEBUG", fuse=fuse,
+                              max_feedback_records=config.get("max_feedback_records",
+                                                              DEFAULT_MAX_FEEDBACK_RECORDS),
+                              state_dir=state_dir,
+                              commit_interval_records=config.get(
+                                  "commit_interval_records", DEFAULT_COMMIT_INTERVAL_RECORDS),
+                              auto_commit=auto_commit)
+        self._task = self._engine.tasks[0]
+        self._outputs = self._engine.outputs
         self._consumed: dict[str, tuple[Serde[Any] | None, Serde[Any] | None]] = {}
         for node in topology.nodes:
             if node.kind == "source" and node.consumed is not None:
@@ -258,38 +249,6 @@ class TopologyTestDriver:
             codec = InputCodec(key[0], value[0], key[1], value[1], _keeps(key, value))
         self._task.process_batch(topic, records, other, codec)
 
-    def _capture(self, topic: str) -> Callable[..., None]:
-        """The function that keeps what sinks write to ``topic``, in order, until read."""
-        outputs = self._outputs
-        if not self._durable:
-            return holder(lambda: outputs.setdefault(topic, deque()).append)
-
-        def append() -> Callable[[Any], None]:
-            queue_append = outputs.setdefault(topic, deque()).append
-            log = self._log
-            assert log is not None
-
-            def keep(record: Any) -> None:
-                queue_append(record)
-                log.produced(topic, record)
-
-            return keep
-
-        return holder(append)
-
-    def _restore_outputs(self) -> None:
-        """Open the output log; the unread records of the last commit become readable."""
-        task = self._task
-        self._log = OutputLog(task.state.keyspace(OUTPUT_KEYSPACE), task.read_meta(META_KEY))
-        for topic, records in self._log.restore().items():
-            self._outputs[topic] = deque(records)
-        task.commit_meta = self._output_meta
-
-    def _output_meta(self) -> dict[bytes, bytes | None]:
-        assert self._log is not None
-        unread = {topic: len(queue) for topic, queue in self._outputs.items()}
-        return {META_KEY: self._log.flush(unread)}
-
     # -- durability ----------------------------------------------------------------------------
 
     def commit(self, meta: Mapping[str, bytes] | None = None) -> None:
@@ -310,7 +269,7 @@ class TopologyTestDriver:
             if not isinstance(value, bytes):
                 raise ValueError(f"meta {name!r} must be bytes, got {type(value).__name__}")
             entries[_USER_META + name.encode()] = value
-        self._task.commit(entries)
+        self._engine.commit(entries)
         if not self._task.durable:
             self._meta.update(meta or {})
 
@@ -341,7 +300,7 @@ class TopologyTestDriver:
         :raises ValueError: for a negative duration.
         """
         self._clock.advance(to_millis(duration, "wall-clock advance"))
-        self._task.wall_clock_advanced()
+        self._engine.wall_clock_advanced()
 
     # -- stores and metrics --------------------------------------------------------------------
 
@@ -414,7 +373,7 @@ class TopologyTestDriver:
                 if task.durable and task.auto_commit and task.failure is None:
                     task.commit()  # a clean close keeps what was read as read
             finally:
-                self._task.close()
+                self._engine.close()
 
     def __enter__(self) -> TopologyTestDriver:
         return self

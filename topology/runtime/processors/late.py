@@ -54,7 +54,7 @@ class LateRecords:
         """
         self._task.metrics.drop(DropReason.EXPIRED_WINDOW)
         close = "]" if self._inclusive else ")"
-        log.warning(
+        log.debug(  # counted per batch and reason: one line per record only at DEBUG
             "Skipping record for expired window. topic=[%s] partition=[%s] offset=[%s] "
             "timestamp=[%s] window=[%s,%s%s expiration=[%s] streamTime=[%s]",
             ctx.topic, ctx.partition, ctx.offset, ctx.timestamp, start, end, close,
