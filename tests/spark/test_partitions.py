@@ -8,6 +8,7 @@ several partitions.
 from __future__ import annotations
 
 import random
+import shutil
 from collections import Counter
 from typing import Any
 
@@ -284,3 +285,25 @@ def test_a_used_state_with_a_new_checkpoint_is_refused(spark: Any, tmp_path: Any
         runner(kafka_partitions_df(spark, records[:5]), 3)  # the next batch still runs
         assert calls == [3] and runner.committed_batch_id == 3
         assert runner.totals.batches == 4
+
+
+def test_state_on_a_uri_survives_losing_the_local_copy(spark: Any, tmp_path: Any) -> None:
+    records = [(i % 2, f"p{i % 2}-user{i % 3}", "x", i * 7) for i in range(300)]
+    parts = [records[i:i + 50] for i in range(0, 300, 50)]
+    remote = "file://" + str(tmp_path / "remote" / "state")
+    got = sinks.memory()
+    for start in range(0, 6, 2):  # a new node every two batches: an empty local copy
+        with ForeachBatchRunner(final_counts(), state_dir=remote, local_dir=tmp_path / "local",
+                                sinks={"counts": got}) as runner:
+            assert runner.committed_batch_id == (None if start == 0 else start - 1)
+            if start:
+                runner(kafka_partitions_df(spark, parts[start - 1]), start - 1)  # a replay
+                assert runner.last_progress is not None and runner.last_progress.skipped
+            for batch_id in (start, start + 1):
+                runner(kafka_partitions_df(spark, parts[batch_id]), batch_id)
+        shutil.rmtree(tmp_path / "local")
+    out = got.read_records_to_list()
+    for p in range(2):
+        expected = driver_records(final_counts(), [r for r in records if r[0] == p], "counts")
+        assert [r for r in out if key_of(r).startswith(f"p{p}-")] == expected
+    assert len(out) > 10
