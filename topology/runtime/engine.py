@@ -143,11 +143,7 @@ class Engine:
         """
         task = self.tasks.get(partition)
         if task is None:
-            if type(partition) is not int or partition < 0 or (
-                    self.partitions is not None and partition >= self.partitions):
-                limit = "" if self.partitions is None else f" below {self.partitions}"
-                raise ValueError(f"partition {partition!r}: a partition must be an int >= 0"
-                                 f"{limit} (the source topics' partition count)")
+            self._check_partition(partition)
             if not self.partitioned and partition != 0:
                 raise ValueError("this engine runs one task, partition 0")
             task = self.tasks[partition] = self._new_task(partition)
@@ -161,17 +157,20 @@ class Engine:
             but 0: the tasks cannot tell where a re-keyed record goes.
         """
         for partition in partitions:
-            if type(partition) is not int or partition < 0 or (
-                    self.partitions is not None and partition >= self.partitions):
-                limit = "" if self.partitions is None else f" below {self.partitions}"
-                raise ValueError(f"partition {partition!r}: a partition must be an int >= 0"
-                                 f"{limit} (the source topics' partition count)")
+            self._check_partition(partition)
             if partition and self.fed_back and self.partitions is None:
                 raise ValueError(
                     f"a record of partition {partition}: the topology writes topics it reads "
                     f"({sorted(self.fed_back)}), which sends each record to the task of its "
                     f"new key's partition, so the source topics' partition count is needed: "
                     f"give it as partitions=N")
+
+    def _check_partition(self, partition: int) -> None:
+        if type(partition) is not int or partition < 0 or (
+                self.partitions is not None and partition >= self.partitions):
+            limit = "" if self.partitions is None else f" below {self.partitions}"
+            raise ValueError(f"partition {partition!r}: a partition must be an int >= 0"
+                             f"{limit} (the source topics' partition count)")
 
     def _router(self, partition: int) -> Callable[..., bool]:
         """``route`` of the task of ``partition`` (see :class:`~topology.runtime.task.Task`)."""
