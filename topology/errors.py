@@ -12,6 +12,7 @@ __all__ = (
     "EmptyTopicError",
     "FeedbackLoopError",
     "InvalidTimestampError",
+    "StateCorruptedError",
     "StoreClosedError",
     "StoreError",
     "StreamsError",
@@ -72,3 +73,13 @@ class InvalidTimestampError(StreamsError, ValueError):
 
 class StoreClosedError(StreamsError):
     """A state store used after ``close()`` (Kafka's ``InvalidStateStoreException``)."""
+
+
+class StateCorruptedError(StreamsError):
+    """Damage to a state directory, found reading it: never half-read, never skipped.
+
+    A checksum or I/O error, or a commit whose keyspaces or steps are missing. The message
+    names the directory and what is damaged. Restore the state from a copy, or start a new
+    state directory with a new query checkpoint (the committed input offsets live in the
+    damaged state).
+    """

@@ -245,15 +245,15 @@ def test_a_value_the_codec_cannot_write_loses_nothing() -> None:
     buf.put(1, b"a", b"1", None, ctx(1))
     buf.put(2, b"b", b"2", None, ctx(2))  # spilled
     with pytest.raises(StateCodecError):
-        buf.put(2, b"b", {1, 2}, None, ctx(3))  # a set, for a spilled key: not applied
+        buf.put(2, b"b", complex(1, 2), None, ctx(3))  # no codec type, for a spilled key
     with pytest.raises(StateCodecError):
-        buf.put(5, b"c", {1, 2}, None, ctx(3))  # a new key after the disk head: likewise
-    buf.put(0, b"0", {3}, None, ctx(0))  # a new key, to memory; "a" goes down...
+        buf.put(5, b"c", complex(1, 2), None, ctx(3))  # a new key after the disk head: likewise
+    buf.put(0, b"0", complex(3), None, ctx(0))  # a new key, to memory; "a" goes down...
     buf._check()
-    assert [(e.key, e.new) for e in buf] == [(b"0", {3}), (b"a", b"1"), (b"b", b"2")]
+    assert [(e.key, e.new) for e in buf] == [(b"0", complex(3)), (b"a", b"1"), (b"b", b"2")]
     with pytest.raises(StateCodecError):
-        buf.put(-1, b"-", b"x", None, ctx(0))  # ... and now the set must: it stays in memory
-    assert [(e.key, e.new) for e in buf] == [(b"-", b"x"), (b"0", {3}), (b"a", b"1"),
+        buf.put(-1, b"-", b"x", None, ctx(0))  # ... and now the complex must: it stays put
+    assert [(e.key, e.new) for e in buf] == [(b"-", b"x"), (b"0", complex(3)), (b"a", b"1"),
                                              (b"b", b"2")]
     assert buf.memory_records == 2  # over the bound of 1: the task fails, nothing is lost
 

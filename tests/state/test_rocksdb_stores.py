@@ -133,7 +133,7 @@ def test_values_without_a_codec_type_are_refused_when_written(tmp_path: Path) ->
     with StateDB.open(tmp_path / "state") as db:
         kv = RocksDBKeyValueStore("kv", _STR, db.keyspace("kv"))
         with pytest.raises(StateCodecError, match="serde"):
-            kv.put("a", {1, 2})
+            kv.put("a", complex(1, 2))
         assert kv.get("a") is None and not kv.written
 
 

@@ -285,7 +285,7 @@ def test_full_disk_while_creating_is_a_clear_error_and_recovers(tmp_path):
     with StateDB.open(path) as db:  # the leftovers of the failed creation are replaced
         db.keyspace("kv").put(b"a", b"1")
         db.commit()
-    assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.lock", "db"]
+    assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.commit", "STATEDB.lock", "db"]
 
 
 def test_failed_checkpoint_leaves_no_directory(tmp_path):

@@ -109,7 +109,8 @@ def test_created_owner_only_even_with_a_permissive_umask(tmp_path):
     assert stat.S_IMODE((path / "db").stat().st_mode) == 0o700
     assert stat.S_IMODE((path / "STATEDB").stat().st_mode) == 0o600
     assert stat.S_IMODE((path / "STATEDB.lock").stat().st_mode) == 0o600
-    assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.lock", "db"]
+    assert stat.S_IMODE((path / "STATEDB.commit").stat().st_mode) == 0o600
+    assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.commit", "STATEDB.lock", "db"]
     marker = json.loads((path / "STATEDB").read_text())
     assert marker == {"format": "topology-statedb", "version": FORMAT_VERSION}
 
@@ -318,7 +319,7 @@ def test_leftovers_of_an_interrupted_creation_are_replaced(tmp_path):
     (path / "db.creating").mkdir()
     (path / "db.creating" / "000001.log").write_bytes(b"half")
     make_state(path)
-    assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.lock", "db"]
+    assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.commit", "STATEDB.lock", "db"]
 
 
 def test_creation_interrupted_after_the_marker_is_finished(tmp_path):
@@ -327,4 +328,4 @@ def test_creation_interrupted_after_the_marker_is_finished(tmp_path):
     (path / "db").rename(path / "db.creating")
     with StateDB.open(path) as db:
         assert db.keyspace("kv").get(b"k") == b"v"
-    assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.lock", "db"]
+    assert sorted(os.listdir(path)) == ["STATEDB", "STATEDB.commit", "STATEDB.lock", "db"]

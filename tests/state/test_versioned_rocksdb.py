@@ -171,10 +171,10 @@ def test_keys_of_any_codec_type_come_back_from_scans(tmp_path: Path) -> None:
         db.commit()
         assert store.keys() == [("user", 7), 3, b"raw"]  # by bytes: "(" < "3" < "b"
         assert store.get(("user", 7)) == VersionedRecord({"name": "x"}, 1)
-        with pytest.raises(StateCodecError, match="type set"):
-            store.put(3, {1}, 4)
-        with pytest.raises(StateCodecError, match="type frozenset"):
-            store.put(frozenset(), "v", 4)
+        with pytest.raises(StateCodecError, match="type complex"):
+            store.put(3, complex(1), 4)
+        with pytest.raises(StateCodecError, match="type complex"):
+            store.put(complex(0), "v", 4)
         assert store.get(3) == VersionedRecord([1, None], 2) and store.observed_stream_time == 3
         store._check()
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ...errors import StateCorruptedError
+
 __all__ = (
+    "StateCorruptedDirectoryError",
+    "StateCorruptedStoreError",
     "StateDirectoryError",
     "StateFormatError",
     "StateLockedError",
@@ -70,6 +74,34 @@ class StateLockedError(StateDirectoryError):
 
     def __reduce__(self) -> tuple[type[StateLockedError], tuple[str, str, str, int | None]]:
         return (type(self), (str(self.path), self.operation, self.detail, self.holder_pid))
+
+
+class StateCorruptedStoreError(StateStoreError, StateCorruptedError):
+    """Damage found while reading a state database.
+
+    A checksum or I/O error (RocksDB's ``Corruption`` or ``IOError`` status), or a read that
+    ended early on one: a :class:`~topology.errors.StateCorruptedError` naming the directory
+    and the keyspace.
+    """
+
+
+class StateCorruptedDirectoryError(StateDirectoryError, StateCorruptedError):
+    """Damage found opening a state directory.
+
+    RocksDB reports corruption, or the last commit's record names keyspaces or steps the
+    database no longer holds. The directory is left as it was (never recreated empty).
+    """
+
+
+_DAMAGE = ("corruption", "checksum", "io error", "ioerror", "no such file", "truncated",
+           "bad magic", "not an sstable", "bad table")
+"""Words of RocksDB's status texts that mean the files are damaged, not that we misused it."""
+
+
+def is_damage(detail: str) -> bool:
+    """Whether RocksDB's error text says its files are damaged."""
+    text = detail.lower()
+    return any(word in text for word in _DAMAGE)
 
 
 def describe_os_error(exc: OSError) -> str:

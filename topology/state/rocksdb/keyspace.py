@@ -21,13 +21,18 @@ from typing import Any
 
 from rocksdict import ColumnFamily, Rdict, ReadOptions, WriteBatch
 
-from .errors import StateStoreError, describe_rocksdb_error
+from .errors import (
+    StateCorruptedStoreError,
+    StateStoreError,
+    describe_rocksdb_error,
+    is_damage,
+)
 
 __all__ = ("Keyspace",)
 
 Item = tuple[bytes, bytes]
 
-_range_start = itemgetter(0)
+_range_start = _first = itemgetter(0)
 
 BACKWARD_BLOCK = 1 << 15
 """A backward read goes through its range in blocks of this many items, each read forward and
@@ -148,9 +153,9 @@ class Keyspace:
         self._backward_steps = BACKWARD_STEPS
         self._handle: ColumnFamily | None = handle
         self._get: Callable[..., Any] = column.get
-        self._items: Callable[..., Any] = column.items
-        self._keys: Callable[..., Any] = column.keys
         self._iter: Callable[..., Any] = column.iter
+        self._items: Callable[..., Any] = partial(_checked, self, column.items, _first)
+        self._keys: Callable[..., Any] = partial(_checked, self, column.keys, None)
         self._cursors = cursors
         self._writes: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] = []
@@ -449,10 +454,60 @@ class Keyspace:
                     f"{operation} in keyspace {self.name!r}: keys are bytes, got "
                     f"{type(key).__name__}"
                 )
-        return StateStoreError(
-            self._directory, f"{operation} in keyspace {self.name!r}",
-            describe_rocksdb_error(exc),
-        )
+        detail = describe_rocksdb_error(exc)
+        error = StateCorruptedStoreError if is_damage(detail) else StateStoreError
+        return error(self._directory, f"{operation} in keyspace {self.name!r}", detail)
+
+def _checked(keyspace: Keyspace, make: Callable[..., Iterator[Any]],
+             key_of: Callable[[Any], bytes] | None, backwards: bool = False,
+             from_key: bytes | None = None, read_opt: ReadOptions | None = None
+             ) -> Iterator[Any]:
+    """A rocksdict ``items``/``keys`` iterator that raises where it would stop on damage.
+
+    Rocksdict's iterators end quietly on a checksum or I/O error. When one ends, a raw
+    iterator placed just past the last key read (same direction, same bounds) tells: invalid
+    with a clean status is the true end; a status error is damage, raised as
+    :class:`StateCorruptedStoreError`. (A valid one sees keys a later commit wrote, which the
+    read, a view of its own moment, rightly did not show.) One seek per read that runs to its
+    end; a read abandoned earlier costs nothing more. The rocksdict iterator is opened at
+    the call (its view is the call's), not at the first step.
+    """
+    return _ends_checked(keyspace, make(backwards=backwards, from_key=from_key,
+                                        read_opt=read_opt), key_of, backwards, from_key, read_opt)
+
+
+def _ends_checked(keyspace: Keyspace, source: Iterator[Any],
+                  key_of: Callable[[Any], bytes] | None, backwards: bool,
+                  from_key: bytes | None, read_opt: ReadOptions | None) -> Iterator[Any]:
+    """The items of ``source``, then :func:`_checked`'s check where it ended."""
+    last: Any = None
+    for last in source:
+        yield last
+    key = None if last is None else (last if key_of is None else key_of(last))
+    iterator = keyspace._iter(read_opt)
+    if key is None:
+        if from_key is None:
+            iterator.seek_to_last() if backwards else iterator.seek_to_first()
+        elif backwards:
+            iterator.seek_for_prev(from_key)
+        else:
+            iterator.seek(from_key)
+    elif backwards:
+        iterator.seek_for_prev(key)
+        if iterator.valid() and iterator.key() == key:
+            iterator.prev()
+    else:
+        iterator.seek(key)
+        if iterator.valid() and iterator.key() == key:
+            iterator.next()
+    if not iterator.valid():
+        try:
+            iterator.status()
+        except Exception as exc:
+            raise StateCorruptedStoreError(
+                keyspace._directory, f"items in keyspace {keyspace.name!r}",
+                f"the read stopped on damage after key {key!r}: "
+                f"{describe_rocksdb_error(exc)}") from exc
 
 
 def _step(cursor: _Cursor, keyspace: Keyspace) -> Item | None:

@@ -4,6 +4,7 @@ A state directory holds::
 
     STATEDB        format marker, JSON: {"format": "topology-statedb", "version": 1}
     STATEDB.lock   the advisory lock (see ``lock.py``); holds the holder's pid
+    STATEDB.commit the number of the last commit (see ``StateDB.commit``), once there is one
     db/            the RocksDB database (0o700): one column family per keyspace plus "meta"
 
 and nothing else. The directory is created 0o700 when missing; the marker and lock file are
@@ -53,6 +54,8 @@ __all__ = (
 MARKER = "STATEDB"
 MARKER_TMP = "STATEDB.tmp"
 LOCK = "STATEDB.lock"
+COMMITTED = "STATEDB.commit"
+"""The number of the last commit, written after each commit (see ``StateDB.commit``)."""
 DB_DIR = "db"
 DB_CREATING = "db.creating"
 
@@ -62,7 +65,8 @@ FORMAT_VERSION = 1
 
 _MAX_MARKER_BYTES = 4096
 _LEFTOVERS = {LOCK: "file", MARKER_TMP: "file", DB_CREATING: "directory"}
-_ENTRIES = {MARKER: "file", LOCK: "file", DB_DIR: "directory", DB_CREATING: "directory"}
+_ENTRIES = {MARKER: "file", LOCK: "file", COMMITTED: "file", DB_DIR: "directory",
+            DB_CREATING: "directory"}
 
 
 class Layout(enum.Enum):

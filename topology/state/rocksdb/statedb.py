@@ -20,10 +20,12 @@ from rocksdict import Checkpoint, Rdict, WriteBatch, WriteOptions
 
 from . import layout
 from .errors import (
+    StateCorruptedDirectoryError,
     StateDirectoryError,
     StateStoreError,
     describe_os_error,
     describe_rocksdb_error,
+    is_damage,
 )
 from .keyspace import Keyspace, _Cursor
 from .lock import DirectoryLock
@@ -33,6 +35,8 @@ __all__ = ("StateDB",)
 
 META_FAMILY = "meta"
 """The column family of ``commit(meta=...)`` entries."""
+COMMIT_RECORD = b"statedb.commit"
+"""The meta entry every commit writes: its number, then the keyspaces the state holds."""
 KEYSPACE_PREFIX = "ks:"
 """Keyspace ``name`` lives in column family ``"ks:" + name``: no name collides with ours."""
 DEFAULT_FAMILY = "default"
@@ -98,6 +102,7 @@ class StateDB:
         )
         self._unusable: str | None = None
         self._failed = False
+        self._commits = _check_commit_record(path, self._meta.get(COMMIT_RECORD), families)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, sync: bool = False,
@@ -245,8 +250,11 @@ class StateDB:
                 meta_keyspace.delete(key)
             else:
                 meta_keyspace.put(key, value)
-        if entries:
-            dirty.append(meta_keyspace)
+        number = self._commits + 1
+        names = sorted(f[len(KEYSPACE_PREFIX):] for f in self._families
+                       if f.startswith(KEYSPACE_PREFIX))
+        meta_keyspace.put(COMMIT_RECORD, "\n".join([str(number), *names]).encode("ascii"))
+        dirty.append(meta_keyspace)
         batch = WriteBatch(raw_mode=True)
         for keyspace in dirty:
             keyspace._write_pending(batch)
@@ -263,6 +271,8 @@ class StateDB:
             ) from exc
         for keyspace in dirty:
             keyspace._clear_pending()
+        self._commits = number
+        _write_committed(self._path, number)
 
     def rollback(self) -> None:
         """Drop every keyspace's pending writes; reads then see the last commit.
@@ -434,6 +444,62 @@ def _new_database(directory: Path, operation: str,
     return populate
 
 
+def _check_commit_record(directory: Path, record: bytes | None, families: set[str]) -> int:
+    """The number of the database's last commit, checked against what it says it covers.
+
+    Every commit records its number and the keyspaces the state holds, in the same atomic
+    write; after it, the number goes to ``STATEDB.commit`` too. A database whose last commit
+    is behind that file lost committed steps (a damaged or deleted write-ahead log rolled it
+    back), and one that lacks a keyspace its last commit names lost it (a damaged manifest):
+    either is refused, never recreated empty. A state written before commits were recorded
+    (no record, no file) is taken as it is.
+
+    :raises StateCorruptedDirectoryError: naming what is missing.
+    """
+    number, names = 0, []
+    if record is not None:
+        try:
+            first, *names = record.decode("ascii").split("\n")
+            number = int(first)
+        except (UnicodeDecodeError, ValueError):
+            raise StateCorruptedDirectoryError(
+                directory, "open", f"its commit record is damaged ({record[:40]!r})") from None
+    missing = sorted(name for name in names if KEYSPACE_PREFIX + name not in families)
+    if missing:
+        raise StateCorruptedDirectoryError(
+            directory, "open",
+            f"commit {number} holds keyspaces {missing}, which the database no longer has: "
+            "its manifest was damaged; restore the directory from a copy")
+    written = _read_committed(directory)
+    if written is not None and written > number:
+        raise StateCorruptedDirectoryError(
+            directory, "open",
+            f"commit {written} was made, but the database holds commit {number}: its "
+            "write-ahead log lost committed steps; restore the directory from a copy")
+    return number
+
+
+def _read_committed(directory: Path) -> int | None:
+    """The number in ``STATEDB.commit``; ``None`` if absent or unreadable (a torn write)."""
+    try:
+        return int((directory / layout.COMMITTED).read_bytes().decode("ascii"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _write_committed(directory: Path, number: int) -> None:
+    """Record that commit ``number`` returned (best effort: a torn write reads as absent)."""
+    try:
+        fd = os.open(directory / layout.COMMITTED, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                     0o600)
+        try:
+            os.write(fd, str(number).encode("ascii"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # the check it serves is lost for this commit, the commit itself is not
+
+
 def _read_families(directory: Path) -> set[str]:
     """The column families of a state directory's database, read without opening it.
 
@@ -444,9 +510,9 @@ def _read_families(directory: Path) -> set[str]:
         families = set(Rdict.list_cf(str(directory / layout.DB_DIR),
                                      _DEFAULT_OPTIONS.factory()(False)))
     except Exception as exc:
-        raise StateDirectoryError(
-            directory, "open", f"its database cannot be read: {describe_rocksdb_error(exc)}"
-        ) from exc
+        detail = describe_rocksdb_error(exc)
+        error = StateCorruptedDirectoryError if is_damage(detail) else StateDirectoryError
+        raise error(directory, "open", f"its database cannot be read: {detail}") from exc
     unexpected = sorted(
         family for family in families
         if family not in (DEFAULT_FAMILY, META_FAMILY)
@@ -472,6 +538,6 @@ def _open_database(directory: Path, families: set[str], options: OptionsFactory)
             },
         )
     except Exception as exc:
-        raise StateDirectoryError(
-            directory, "open", f"RocksDB cannot open its database: {describe_rocksdb_error(exc)}"
-        ) from exc
+        detail = describe_rocksdb_error(exc)
+        error = StateCorruptedDirectoryError if is_damage(detail) else StateDirectoryError
+        raise error(directory, "open", f"RocksDB cannot open its database: {detail}") from exc
