@@ -48,3 +48,25 @@ def test_selector_sees_the_new_value_before_the_old_one() -> None:
 
     _run(selector, [("k1", "a", 0), ("k1", "b", 1)])
     assert seen == ["a", "b", "a"]
+
+
+def test_a_table_group_by_runs_durable_and_restarts(tmp_path) -> None:
+    """The repartition topic's records (old and new value pairs) go through a state_dir."""
+    from topology import StreamsBuilder, TopologyTestDriver
+
+    def build():
+        b = StreamsBuilder()
+        b.table("t").group_by(lambda k, v: (v, k)).count().to_stream().to("out")
+        return b.build()
+
+    with TopologyTestDriver(build(), state_dir=tmp_path) as driver:
+        table = driver.create_input_topic("t")
+        table.pipe_input("a", "x", 1)
+        table.pipe_input("b", "x", 2)
+        table.pipe_input("a", "y", 3)
+        first = driver.create_output_topic("out").read_key_values_to_list()
+    with TopologyTestDriver(build(), state_dir=tmp_path) as driver:
+        driver.create_input_topic("t").pipe_input("b", "y", 4)
+        second = driver.create_output_topic("out").read_key_values_to_list()
+    assert first == [("x", 1), ("x", 2), ("x", 1), ("y", 1)]
+    assert second == [("x", 0), ("y", 2)]
