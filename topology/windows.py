@@ -34,6 +34,19 @@ _tuple_eq = tuple.__eq__
 _tuple_ne = tuple.__ne__
 
 
+
+def time_window_end(start: int, size: int) -> int:
+    """The end of the time window of ``size`` ms that starts at ``start``, capped at 2**63 - 1.
+
+    Kafka caps a window end that would pass the largest timestamp the same way
+    (``WindowKeySchema.timeWindowForSize``): such a window never closes.
+
+    >>> time_window_end(100, 50), time_window_end(2**63 - 10, 100) == 2**63 - 1
+    (150, True)
+    """
+    end = start + size
+    return end if end <= LONG_MAX else LONG_MAX
+
 class _WindowBounds(NamedTuple):
     start: int
     end: int

@@ -213,3 +213,33 @@ def test_the_advance_is_at_most_the_size() -> None:
 def test_a_negative_grace_is_refused_by_the_constructor() -> None:
     with pytest.raises(ValueError, match="grace period must not be negative, got -1 ms"):
         TimeWindows(10, 10, -1)
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["memory", "durable"])
+def test_the_whole_kafka_timestamp_range_works_and_window_ends_are_capped(tmp_path,
+                                                                          durable) -> None:
+    from suppress import BufferConfig, Suppressed
+    from topology import StreamsBuilder, TopologyTestDriver
+
+    top = 2**63 - 1
+    b = StreamsBuilder()
+    (b.stream("c").group_by_key().windowed_by(TimeWindows.of_size_and_grace(100, 10)).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream()
+     .to("out"))
+    with TopologyTestDriver(b.build(), state_dir=tmp_path if durable else None) as driver:
+        source = driver.create_input_topic("c")
+        for ts in (top - 250, top - 50, top):
+            source.pipe_input("a", "x", ts)
+        with pytest.raises(ValueError, match="at most 9223372036854775807"):
+            source.pipe_input("a", "x", top + 1)
+        with pytest.raises(ValueError, match="at most"):
+            source.pipe_records([("a", "x", top + 1)])
+        out = driver.create_output_topic("out").read_records_to_list()
+        source.pipe_input("a", "x", top)  # the task still runs
+    start = (top - 250) - (top - 250) % 100
+    assert [(r.key.window.start, r.key.window.end, r.value) for r in out] == [
+        (start, start + 100, 1)]
+    last = top - top % 100
+    from topology.windows import time_window_end
+
+    assert time_window_end(last, 100) == top  # the window holding the largest timestamp

@@ -24,7 +24,7 @@ from ..serde import (
     many_deserializer_of,
     reads_back_as_written,
 )
-from ..windows import Window, Windowed
+from ..windows import LONG_MAX, Window, Windowed
 
 __all__ = ("OutputTopicReader", "ReadBackChecks", "TestRecord", "holder", "plain_records",
            "read_back_checks")
@@ -123,7 +123,7 @@ class TestRecord:
     ``timestamp`` is in ms (``None``: none given); ``headers`` a tuple of ``(str, bytes)``.
     Equal when key, value, timestamp and headers are equal.
 
-    :raises ValueError: for a negative timestamp.
+    :raises ValueError: for a timestamp outside Kafka's range, ``[0, 2**63 - 1]``.
     """
 
     __test__ = False  # not a pytest test class
@@ -137,6 +137,9 @@ class TestRecord:
             if timestamp < 0:
                 raise ValueError(f"Invalid timestamp: {timestamp}. Timestamp should always be "
                                  "non-negative or null.")
+            if timestamp > LONG_MAX:
+                raise ValueError(f"Invalid timestamp: {timestamp}. A timestamp is at most "
+                                 f"{LONG_MAX} ms (Kafka's largest, a signed 64-bit long).")
         self.key = key
         self.value = value
         self.timestamp = timestamp

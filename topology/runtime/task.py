@@ -38,6 +38,7 @@ from ..errors import (
 from ..state.codec import decode, encode
 from ..state.rocksdb.errors import StateDirectoryError
 from ..topology import Topology
+from ..windows import LONG_MAX
 from .api import PunctuationType
 from .clock import Clock
 from .graph import StoreSpec
@@ -423,7 +424,7 @@ class Task:
         try:
             for record in records:
                 if type(record) is not tuple or len(record) != 3 or type(record[2]) is not int \
-                        or record[2] < 0:
+                        or not 0 <= record[2] <= LONG_MAX:
                     offsets[topic] = offset
                     try:
                         other(record)  # a TestRecord, headers, or a bad timestamp (raises)

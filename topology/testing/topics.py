@@ -20,6 +20,7 @@ from ..runtime.outputs import (
     read_back_checks,
 )
 from ..serde import Serde
+from ..windows import LONG_MAX
 
 if TYPE_CHECKING:
     from .driver import TopologyTestDriver
@@ -63,12 +64,12 @@ class TestInputTopic:
                    headers: Iterable[tuple[str, bytes | None]] | None = None) -> None:
         """Process one record to completion.
 
-        :raises ValueError: for a negative timestamp.
+        :raises ValueError: for a timestamp outside [0, 2**63 - 1] (the task keeps running).
         :raises topology.errors.UnknownTopicError: if no source reads this topic.
         :raises suppress.BufferFullError: if a shut-down suppression overflows.
         """
-        if (self._plain and headers is None and type(timestamp) is int and timestamp >= 0
-                and not self._driver._closed):
+        if (self._plain and headers is None and type(timestamp) is int
+                and 0 <= timestamp <= LONG_MAX and not self._driver._closed):
             self._process(self.name, key, value, timestamp)  # nothing to convert or check
             return
         self.pipe_record(TestRecord(key, value, timestamp, headers))

@@ -9,7 +9,7 @@ from suppress.entry import RecordContext
 from suppress.time import NO_TIMESTAMP, is_window_closed
 
 from ...record import Change
-from ...windows import TimeWindows, Window, Windowed
+from ...windows import TimeWindows, Window, Windowed, time_window_end
 from ..metrics import DropReason, log
 from ..processor import Entry, InternalProcessor
 from .late import LateRecords
@@ -237,7 +237,7 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         size, grace, now = windows.size_ms, windows.grace_ms, self.stream_time
         starts = (ts - ts % size,) if self._tumbling else windows.window_starts(ts)
         for start in starts:
-            end = start + size
+            end = time_window_end(start, size)
             if is_window_closed(end, grace, now):
                 self._drop_expired(key, value, ctx, start, end)
                 continue

@@ -56,7 +56,7 @@ from suppress.processor import SuppressMetrics
 from suppress.time import is_window_closed, window_close_time
 
 from ...serde import long_packer_of, runs_no_user_code
-from ...windows import Window, Windowed
+from ...windows import Window, Windowed, time_window_end
 from ..processor import Forward
 from .aggregate import WindowedAggregateProcessor, count_adder, count_initializer
 from .suppress import SuppressNodeProcessor
@@ -344,7 +344,7 @@ class FusedFinalResults:
                         last_key_bytes = self._window_key_bytes(start)
                     last_start, last_bucket, last_entries = start, bucket, entries
                     last_version = store.layout_version
-                    last_close = window_close_time(start + size, grace)
+                    last_close = window_close_time(time_window_end(start, size), grace)
 
         return step
 
@@ -356,10 +356,10 @@ class FusedFinalResults:
         """
         size = self._size
         agg = self._agg
-        if is_window_closed(start + size, self._grace, agg.stream_time):
+        if is_window_closed(time_window_end(start, size), self._grace, agg.stream_time):
             agg._drop_expired(key, value,
                               ctx if ctx is not None else _context(ts, *raw),  # type: ignore[misc]
-                              start, start + size)
+                              start, time_window_end(start, size))
             return
         old, new, out_ts = agg.aggregate_into(key, value, ts, start)
         engine = self._engine
@@ -369,7 +369,8 @@ class FusedFinalResults:
         if entries is None:
             entries = self._buffer[start] = {}
             heapq.heappush(self._starts, start)
-            self._next_close = window_close_time(self._starts[0] + size, self._grace)
+            self._next_close = window_close_time(time_window_end(self._starts[0], size),
+                                                 self._grace)
         entry = entries.get(key)
         stored, topic = (ctx, None) if raw is None else raw
         if self._track_bytes:
@@ -388,7 +389,8 @@ class FusedFinalResults:
         if self._debug:
             self.metrics.sample()
         starts = self._starts
-        if starts and is_window_closed(starts[0] + size, self._grace, self._engine.stream_time):
+        if starts and is_window_closed(time_window_end(starts[0], size), self._grace,
+                                       self._engine.stream_time):
             self._emit_closed()
             if self._debug:
                 self.metrics.sample()
@@ -461,7 +463,8 @@ class FusedFinalResults:
         size, grace, engine = self._size, self._grace, self._engine
         forward = self._node.forward_change
         metrics = self.metrics
-        while starts and is_window_closed(starts[0] + size, grace, engine.stream_time):
+        while starts and is_window_closed(time_window_end(starts[0], size), grace,
+                                          engine.stream_time):
             start = starts[0]
             window = self._window(start)
             entries = self._buffer[start]
@@ -483,7 +486,7 @@ class FusedFinalResults:
                     self._bytes -= entry[_SIZE]
             heapq.heappop(starts)
             del self._buffer[start]
-            self._next_close = (window_close_time(starts[0] + size, grace) if starts
+            self._next_close = (window_close_time(time_window_end(starts[0], size), grace) if starts
                                 else LONG_MAX)
 
     # -- the suppression as observers see it ---------------------------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...errors import StoreClosedError
-from ...windows import Window, Windowed
+from ...windows import Window, Windowed, time_window_end
 from ..segments import check_store_durations
 from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_window_fetch
 
@@ -227,7 +227,7 @@ class InMemoryWindowStore:
                 if (lo is None or kb >= lo) and (hi is None or kb <= hi):
                     found.append((kb, start, key, item[0]))
         found.sort(key=_key_then_start)
-        return [(Windowed(key, Window(start, start + size)), value)
+        return [(Windowed(key, Window(start, time_window_end(start, size))), value)
                 for _, start, key, value in found]
 
     def _select(self, time_from: int | None, time_to: int | None) -> list[tuple[Windowed, Any]]:
@@ -239,7 +239,7 @@ class InMemoryWindowStore:
             bucket = self._by_start[start]
             if not bucket:
                 continue
-            window = Window(start, start + size)
+            window = Window(start, time_window_end(start, size))
             for _, key in sorted(((ser(k) or b"", k) for k in bucket), key=lambda p: p[0]):
                 out.append((Windowed(key, window), bucket[key][0]))
         return out

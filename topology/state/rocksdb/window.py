@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...windows import Window, Windowed
+from ...windows import Window, Windowed, time_window_end
 from ..segments import check_store_durations, window_segment_interval
 from ..versioned import segment_id
 from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_window_fetch
@@ -332,6 +332,6 @@ def _windows(items: Iterator[tuple[bytes, bytes]], size: int
         if window_key[:8] != start_bytes:
             start_bytes = window_key[:8]
             start = decode_int64(start_bytes)
-            window = Window(start, start + size)
+            window = Window(start, time_window_end(start, size))
         key, value, _ = unpack_entry(raw)
         yield Windowed(key, window), value
