@@ -9,6 +9,8 @@ from __future__ import annotations
 import doctest
 import os
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -34,7 +36,9 @@ def test_docs_link_nothing_outside_the_repository() -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     blocks = BLOCK.findall(page.read_text(encoding="utf-8"))
-    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    module = types.ModuleType(f"docs_{page.stem}")  # a real module, as a user's code is in
+    namespace: dict[str, object] = module.__dict__
+    sys.modules[module.__name__] = module
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
@@ -50,3 +54,4 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
                 exec(compile(code, name, "exec"), namespace)  # noqa: S102
     finally:
         os.chdir(cwd)
+        del sys.modules[module.__name__]
