@@ -12,3 +12,5 @@ from pathlib import Path
 ROOT = str(Path(__file__).resolve().parent.parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [ROOT, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != ROOT]])
+
+import hypothesis_profiles  # noqa: E402,F401 - registers and loads the profile before any test

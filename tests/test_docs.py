@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ def test_docs_link_nothing_outside_the_repository() -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     blocks = BLOCK.findall(page.read_text(encoding="utf-8"))
+    restore_spark = _spark_settings()
     module = types.ModuleType(f"docs_{page.stem}")  # a real module, as a user's code is in
     namespace: dict[str, object] = module.__dict__
     sys.modules[module.__name__] = module
@@ -55,3 +57,29 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     finally:
         os.chdir(cwd)
         del sys.modules[module.__name__]
+        restore_spark()
+
+
+SESSION_SETTINGS = ("spark.sql.streaming.stateStore.providerClass",)
+"""Settings a page may change on the shared Spark session: put back after it ran."""
+
+
+def _spark_settings() -> Callable[[], None]:
+    """What puts the shared Spark session's settings back as they are now."""
+    session = sys.modules.get("pyspark.sql")
+    active = None if session is None else session.SparkSession.getActiveSession()
+    before = {} if active is None else {k: active.conf.get(k, None) for k in SESSION_SETTINGS}
+
+    def restore() -> None:
+        pyspark = sys.modules.get("pyspark.sql")
+        now = None if pyspark is None else pyspark.SparkSession.getActiveSession()
+        if now is None:
+            return
+        for key in SESSION_SETTINGS:
+            value = before.get(key)
+            if value is None:
+                now.conf.unset(key)
+            else:
+                now.conf.set(key, value)
+
+    return restore

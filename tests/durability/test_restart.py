@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology import Materialized, StreamsBuilder, TopologyTestDriver
 from topology.errors import TopologyError
@@ -68,7 +69,7 @@ def test_public_scenario_restart_restores_buffer(tmp_path: Path) -> None:
     assert emitted == scenario["expected_outputs"]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(1, 119), max_size=4),
        crashes=st.lists(st.booleans(), min_size=4, max_size=4))
 def test_run_restart_continue_equals_one_run(tmp_path_factory: Any, seed: int,

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis_profiles import examples
 
 from suppress.buffer import TimeOrderedBuffer
 from suppress.entry import RecordContext, context_size, entry_size
@@ -110,7 +111,8 @@ class BufferMachine(RuleBasedStateMachine):
 
 
 TestBufferMachine = BufferMachine.TestCase
-TestBufferMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestBufferMachine.settings = settings(max_examples=examples(150), stateful_step_count=40,
+                                      deadline=None)
 
 
 ORDERS = pytest.mark.parametrize("few_times", [False, True], ids=["heap", "buckets"])

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
 from topology import (
@@ -39,7 +40,7 @@ TICK_KEY = "~tick"
 TICK_TS = 10**9
 MAX_TS = 500
 
-PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
+PROPERTY_SETTINGS = settings(max_examples=examples(150), deadline=None)
 
 
 def _strings() -> Consumed:

@@ -18,6 +18,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
 from topology import StreamsBuilder, TimeWindows, TopologyTestDriver
@@ -100,7 +101,7 @@ FINAL_ROWS = st.lists(st.tuples(
     st.integers(0, 150), HEADERS), max_size=40)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(rows=FINAL_ROWS, kind=st.sampled_from(["count", "reduce", "aggregate"]),
        size=st.integers(1, 30), advance_div=st.integers(1, 3), grace=st.integers(0, 20),
        cfg=SPILL_CONFIGS, debug=st.booleans(), every=st.sampled_from([1, 4, 1000]))
@@ -119,7 +120,7 @@ RATE_ROWS = st.lists(st.tuples(
     st.integers(0, 100), HEADERS), max_size=40)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(rows=RATE_ROWS, limit=st.integers(0, 40), cfg=SPILL_CONFIGS, debug=st.booleans(),
        every=st.sampled_from([1, 4, 1000]))
 def test_rate_limits_spilled_equal_unbounded(rows, limit, cfg, debug, every) -> None:
@@ -136,7 +137,7 @@ def test_the_properties_exercise_the_disk_tier() -> None:
     assert spilled_at_some_point(rate_limited(50, cfg), rows)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(rows=FINAL_ROWS, size=st.integers(1, 30), grace=st.integers(0, 20), cfg=SPILL_CONFIGS)
 def test_bulk_pipes_spilled_equal_unbounded(rows, size, grace, cfg) -> None:
     """``pipe_records`` (the batch path, one commit at the end) gives the same records."""

@@ -21,6 +21,16 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
+def default_state_store(spark: Any) -> Iterator[Any]:
+    """The shared session with Spark's default (HDFS-backed) state store."""
+    before = spark.conf.get(PROVIDER, None)
+    spark.conf.unset(PROVIDER)
+    yield spark
+    if before is not None:
+        spark.conf.set(PROVIDER, before)
+
+
+@pytest.fixture
 def rocksdb_state(spark: Any) -> Iterator[Any]:
     """The shared session with the RocksDB state store (transformWithState needs it)."""
     before = spark.conf.get(PROVIDER, None)

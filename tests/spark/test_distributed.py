@@ -38,13 +38,11 @@ from topology.spark import (
     UnsupportedTopologyError,
     sinks,
 )
-from topology.spark.distributed import ROCKSDB_PROVIDER
 
 from .helpers import Row, batches, kafka_df, kafka_table, pipe_rows
 from .test_foreach_batch import final_counts
 
 S, L = Serdes.string(), Serdes.long()
-PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 
 
 def rekeyed_totals() -> Topology:
@@ -538,9 +536,9 @@ def test_a_full_buffer_that_shuts_down_fails_the_query(rocksdb_state: Any, tmp_p
     assert str(in_driver.value).splitlines()[0][:60] in str(in_spark.value)
 
 
-def test_a_time_limit_needs_the_rocksdb_state_store(spark: Any, tmp_path: Path) -> None:
-    if spark.conf.get(PROVIDER, None) == ROCKSDB_PROVIDER:
-        pytest.skip("the session already uses RocksDB")
+def test_a_time_limit_needs_the_rocksdb_state_store(default_state_store: Any,
+                                                    tmp_path: Path) -> None:
+    spark = default_state_store
     write_parquet(tmp_path / "in", [kafka_table(level_rows(seed=1, n=3))])
     with pytest.raises(ValueError, match="needs the RocksDB state store"):
         DistributedRunner(rate_limited_levels(),

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from suppress import BufferConfig, BufferFullError, Suppressed
 from suppress.entry import RecordContext
@@ -215,7 +216,7 @@ def micro_batches(draw: st.DrawFn) -> list[list[Row]]:
     return [rows[i:j] for i, j in zip([0, *cuts], [*cuts, n], strict=True)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(parts=micro_batches(), kind=st.sampled_from(["count", "aggregate", "reduce"]))
 def test_buckets_give_the_driver_records_and_drops(parts: list[list[Row]], kind: str) -> None:
     """One input partition per micro-batch: the runner's stream time is the driver's before
@@ -261,7 +262,7 @@ def outcome(run: Any) -> tuple[str, Any]:
         raise
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(parts=micro_batches(), kind=st.sampled_from(["count", "aggregate", "reduce"]),
        windows=st.sampled_from(["tumbling", "hopping", "session", "sliding"]),
        bound=st.sampled_from(sorted(BOUNDS)))
@@ -324,7 +325,7 @@ SUPPRESSIONS = {
 }
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(parts=micro_batches(), kind=st.sampled_from(["count", "aggregate", "reduce"]),
        windows=st.sampled_from(["none", "tumbling", "hopping", "session", "sliding"]),
        suppression=st.sampled_from(sorted(SUPPRESSIONS)))

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
 from suppress.entry import RecordContext
@@ -137,7 +138,7 @@ def account_batches(draw: st.DrawFn, every_row_counts: bool = False) -> list[lis
     return [rows[i:j] for i, j in zip([0, *cuts], [*cuts, n], strict=True)]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(parts=account_batches(), kind=st.sampled_from(["count", "reduce", "aggregate"]))
 def test_regrouped_buckets_give_the_driver_records_and_drops(parts: list[list[Row]],
                                                              kind: str) -> None:
@@ -147,7 +148,7 @@ def test_regrouped_buckets_give_the_driver_records_and_drops(parts: list[list[Ro
     assert dropped == expected_drops
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(parts=account_batches(every_row_counts=True),
        kind=st.sampled_from(["count", "reduce", "aggregate"]))
 def test_rate_limited_table_aggregations_give_the_driver_records(parts: list[list[Row]],

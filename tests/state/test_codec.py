@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology import Window, Windowed
 from topology.state.codec import StateCodecError, _write, decode, encode
@@ -26,14 +27,14 @@ VALUES = st.recursive(
     max_leaves=20)
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(VALUES)
 def test_round_trip(value: object) -> None:
     back = decode(encode(value))
     assert back == value and type(back) is type(value)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.one_of(st.integers(), st.text(alphabet=st.characters(blacklist_categories=["Cs"]))))
 def test_fast_paths_write_the_general_layout(value: object) -> None:
     general: list[bytes] = []
@@ -86,7 +87,7 @@ def test_existing_encodings_are_unchanged(value: object, data: bytes) -> None:
     assert encode(bytearray(b"x")) == encode(b"x")  # bytes-likes still read back as bytes
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=40))
 def test_foreign_bytes_are_refused_never_half_read(data: bytes) -> None:
     try:

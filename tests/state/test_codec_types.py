@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology import Window
 from topology.state.codec import StateCodecError, decode, encode
@@ -230,7 +231,7 @@ HASHABLE = st.one_of(st.integers(), st.text(max_size=5), st.binary(max_size=5),
                      st.sampled_from(Color), st.sampled_from(Level))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.lists(HASHABLE, max_size=12), st.randoms(use_true_random=False))
 def test_equal_sets_encode_equal_whatever_their_insertion_order(items: list[Any],
                                                                  rnd: Any) -> None:
@@ -466,7 +467,7 @@ def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         st.builds(Key, st.text(max_size=3), st.dates()))
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(st.recursive(SCALARS, containers, max_leaves=12))
 def test_nested_values_of_every_type_round_trip_exactly(value: object) -> None:
     data = encode(value)
@@ -479,7 +480,7 @@ NEW_TAGS = st.sampled_from([b"S", b"f", b"x", b"y", b"h", b"D", b"p", b"Z", b"z"
                             b"c"])
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(NEW_TAGS, st.binary(max_size=40))
 def test_foreign_bytes_under_the_new_tags_are_refused_never_half_read(tag: bytes,
                                                                        rest: bytes) -> None:

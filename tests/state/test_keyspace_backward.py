@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology.state.rocksdb import Keyspace, StateDB, StateStoreError
 
@@ -78,7 +79,7 @@ def test_backward_is_forward_reversed_across_blocks(tmp_path: Path) -> None:
     backward is the forward sequence reversed, and both are the model's."""
     with StateDB.open(tmp_path / "state") as db:
 
-        @settings(max_examples=150, deadline=None)
+        @settings(max_examples=examples(150), deadline=None)
         @given(committed=COMMITTED, ops=OPS, lo=BOUNDS, hi=BOUNDS, block=st.integers(1, 5),
                steps=st.integers(1, 6))
         def check(committed: dict[bytes, bytes], ops: list[tuple[object, ...]],
@@ -99,7 +100,7 @@ def test_backward_read_keeps_the_view_of_its_call(tmp_path: Path) -> None:
     too), do not show in what it yields."""
     with StateDB.open(tmp_path / "state") as db:
 
-        @settings(max_examples=150, deadline=None)
+        @settings(max_examples=examples(150), deadline=None)
         @given(committed=COMMITTED, ops=OPS, later=OPS, lo=BOUNDS, hi=BOUNDS,
                block=st.integers(1, 5), steps=st.integers(1, 6), taken=st.integers(0, 12),
                commits=st.integers(0, 2))

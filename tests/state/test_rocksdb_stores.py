@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology.errors import StoreClosedError
 from topology.serde import Serdes, serializer_of
@@ -185,7 +186,7 @@ def _kv_state(store: Any, lo: Any, hi: Any) -> Any:
             list(store.reverse_range(lo, hi)), store.approximate_num_entries())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(ops=st.lists(st.one_of(
     st.tuples(st.sampled_from(["put", "delete", "put_if_absent", "upsert"]), KEYS, VALUES,
               st.integers(-1, 5)),
@@ -227,7 +228,7 @@ def _window_state(store: Any, key: Any, lo: int, hi: int) -> Any:
             list(store.backward_fetch(key, lo, hi)))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(ops=st.lists(st.one_of(st.tuples(KEYS, VALUES, STARTS), LIFECYCLE), max_size=40),
        retention=st.sampled_from([0, 15, 30_000, 70_000, 200_000]), key=KEYS,
        lo=st.integers(-10, 260_000), hi=st.integers(-10, 260_000))

@@ -208,11 +208,15 @@ def test_sigkill_while_creating_leaves_an_openable_directory(tmp_path):
     kill(writer)
     assert first == b"open 0\n"
     rng = random.Random(7)
-    for attempt in range(6):
+    checked = 0
+    for attempt in range(7):  # the last one is killed once the directory surely exists
         path = tmp_path / f"fresh{attempt}"
-        lines = run_writer(path, 1, kill_after=rng.uniform(0.7 * opened, opened))
-        if path.exists():
+        after = rng.uniform(0.7 * opened, opened) if attempt < 6 else 1.5 * opened
+        lines = run_writer(path, 1, kill_after=after)
+        if path.exists():  # a kill before creation began leaves nothing to check
             check_state(path, Model(1), at_least=acknowledged(lines, 0))
+            checked += 1
+    assert checked, "no kill left a directory behind: nothing was checked"
 
 
 FULL_DISK = r'''

@@ -22,6 +22,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from hypothesis_profiles import examples
 
 from topology.state.rocksdb import StateDB
 from topology.state.rocksdb.keyspace import BACKWARD_BLOCK, BACKWARD_STEPS
@@ -163,7 +164,7 @@ class StateDBMachine(RuleBasedStateMachine):
 
 
 StateDBMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None
+    max_examples=examples(60), stateful_step_count=40, deadline=None
 )
 test_statedb_matches_a_dict_model = StateDBMachine.TestCase
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology.serde import Serdes, serializer_of
 from topology.state.memory import (
@@ -72,7 +73,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["put", "delete", "put_if_absent"]),
 BOUNDS = st.one_of(st.none(), st.text(alphabet="aAbé\x00", max_size=3))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=OPS, lo=BOUNDS, hi=BOUNDS, backend=st.sampled_from(sorted(KEY_VALUE_BACKENDS)))
 def test_key_value_store_matches_a_dict(ops: list, lo: Any, hi: Any, backend: str) -> None:
     try:
@@ -118,7 +119,7 @@ TIMES = st.integers(-20, 120)
 TIME_BOUNDS = st.one_of(st.none(), TIMES)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=OPS, prefix=st.text(alphabet="aAbé\x00", max_size=2), lo=BOUNDS, hi=BOUNDS,
        commit_at=st.integers(0, 40))
 def test_key_value_backends_agree_both_ways(ops: list, prefix: str, lo: Any, hi: Any,
@@ -169,7 +170,7 @@ def _window_model(ops: list, retention: int) -> dict[tuple[str, int], int]:
     return model
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(ops=WINDOW_OPS, retention=st.sampled_from([0, 25, 1_000]), commit_at=st.integers(0, 40),
        key_lo=KEY_BOUNDS, key_hi=KEY_BOUNDS, key=KEYS, lo=TIME_BOUNDS, hi=TIME_BOUNDS)
 def test_window_stores_match_a_model_both_ways(ops: list, retention: int, commit_at: int,
@@ -230,7 +231,7 @@ def _session_model(ops: list, retention: int) -> dict[tuple[str, int, int], int]
     return model
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(ops=SESSION_OPS, retention=st.sampled_from([0, 30, 1_000]), commit_at=st.integers(0, 40),
        key_lo=KEY_BOUNDS, key_hi=KEY_BOUNDS, key=KEYS, earliest=TIME_BOUNDS,
        latest=TIME_BOUNDS)
@@ -285,7 +286,7 @@ VERSIONED_OPS = st.lists(st.tuples(KEYS, st.integers(0, 50),
                                    st.one_of(st.none(), st.integers(0, 9))), max_size=30)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(ops=VERSIONED_OPS, lo=KEY_BOUNDS, hi=KEY_BOUNDS, key=KEYS, t_lo=TIME_BOUNDS,
        t_hi=TIME_BOUNDS)
 def test_versioned_stores_agree_both_ways(ops: list, lo: Any, hi: Any, key: str, t_lo: Any,

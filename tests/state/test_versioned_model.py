@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis_profiles import examples
 
 from topology.state.api import PUT_RETURN_CODE_NOT_PUT, Operation
 from topology.testing.contracts._versioned_model import VersionedModel
@@ -77,7 +78,7 @@ def _sweep(store: Any, model: VersionedModel) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(config=CONFIGS, ops=st.lists(KAFKA_OPS, min_size=1, max_size=50))
 def test_kafka_operations_match_the_model(backend: str, config: dict[str, Any],
                                           ops: list[tuple[Any, ...]]) -> None:
@@ -105,7 +106,7 @@ FULL_CONFIGS = st.fixed_dictionaries(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(config=FULL_CONFIGS, ops=st.lists(ALL_OPS, min_size=1, max_size=50))
 def test_every_operation_matches_the_model(backend: str, config: dict[str, Any],
                                            ops: list[tuple[Any, ...]]) -> None:
@@ -113,7 +114,7 @@ def test_every_operation_matches_the_model(backend: str, config: dict[str, Any],
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(retention=st.integers(0, 10), interval=INTERVALS,
        writes=st.lists(st.tuples(KEYS, st.none() | VALUES, TIMES), min_size=1, max_size=20))
 def test_reads_stay_exact_while_the_cutoff_sweeps(backend: str, retention: int, interval: int,
@@ -148,7 +149,7 @@ def _fill(store: Any, writes: list[tuple[Any, ...]]) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(config=CONFIGS, writes=st.lists(WRITES, max_size=30),
        lo=st.none() | KEYS, hi=st.none() | KEYS)
 def test_reverse_range_is_reversed_forward(backend: str, config: dict[str, Any],
@@ -168,7 +169,7 @@ def test_reverse_range_is_reversed_forward(backend: str, config: dict[str, Any],
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(config=CONFIGS, max_versions=st.integers(1, 4),
        writes=st.lists(st.tuples(st.just("put"), KEYS, st.none() | VALUES, TIMES)
                        | st.tuples(st.just("delete"), KEYS, TIMES), max_size=40))
@@ -201,7 +202,7 @@ def test_max_versions_never_drops_the_latest(backend: str, config: dict[str, Any
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(config=CONFIGS, writes=st.lists(WRITES, max_size=30), key=KEYS, at=TIMES)
 def test_purge_hides_all_history(backend: str, config: dict[str, Any],
                                  writes: list[tuple[Any, ...]], key: str, at: int) -> None:
@@ -309,5 +310,5 @@ class VersionedStoreMachine(RuleBasedStateMachine):
 for _name in BACKENDS:
     _machine = type(f"{_name.title()}Machine", (VersionedStoreMachine,), {"backend": _name})
     globals()[f"Test{_name.title()}StoreMachine"] = _machine.TestCase
-    _machine.TestCase.settings = settings(max_examples=150, stateful_step_count=30,
+    _machine.TestCase.settings = settings(max_examples=examples(150), stateful_step_count=30,
                                           deadline=None)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology.state.api import PUT_RETURN_CODE_NOT_PUT, VersionedRecord
 from topology.state.codec import StateCodecError
@@ -225,7 +226,7 @@ OPS = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)  # each reopen costs milliseconds of fsync
+@settings(max_examples=examples(60), deadline=None)  # each reopen costs milliseconds of fsync
 @given(retention=st.integers(0, 30), interval=st.sampled_from([1, 3, 10]),
        max_versions=st.none() | st.integers(1, 3), ops=st.lists(OPS, max_size=40))
 def test_committed_and_reopened_state_matches_the_memory_backend(

@@ -11,6 +11,7 @@ from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
 from topology import Consumed, Produced, Serdes, StreamsBuilder, TimeWindows, TopologyTestDriver
@@ -56,7 +57,7 @@ KEYS = st.one_of(st.sampled_from(["a", "b", "\ud800", ""]), st.integers(-3, 3), 
                  st.just(b"x"))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=st.lists(st.tuples(KEYS, KEYS, st.integers(0, 40)), max_size=25),
        topic_serdes=st.tuples(st.sampled_from(sorted(SERDES)), st.sampled_from(sorted(SERDES))),
        source_serdes=st.tuples(st.sampled_from(sorted(SERDES)), st.sampled_from(sorted(SERDES))))
@@ -66,7 +67,7 @@ def test_bulk_equals_per_record(rows: list, topic_serdes: tuple[str, str],
         rows, topic_serdes, source_serdes, False)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(rows=st.lists(st.tuples(KEYS, KEYS, st.integers(0, 40)), max_size=25),
        serdes=st.sampled_from([("string", "string"), ("long", "long"), ("string", "long"),
                                ("none", "string")]))
@@ -121,7 +122,7 @@ def _read(rows: list, produced: tuple[str, str], read: tuple[str, str], bulk: bo
         return got, written, out.queue_size()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "é", ""]), st.just("v"),
                                st.integers(0, 40)), max_size=20),
        produced=st.tuples(st.sampled_from(["none", "windowed"]),

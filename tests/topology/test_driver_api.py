@@ -477,7 +477,13 @@ def test_piping_no_records_is_not_an_error() -> None:
     b = SB()
     b.stream("in").to("out")
     with TTD(b.build()) as d:
-        d.create_input_topic("in").pipe_records([])
+        source, out = d.create_input_topic("in"), d.create_output_topic("out")
+        source.pipe_records([])
+        source.pipe_records(iter(()))
+        assert out.is_empty() and d.committed_offsets().get("in", 0) == 0
+        assert d.metrics()["dropped-records-total"] == 0
+        source.pipe_records([("k", "v", 5)])  # the topic works as before
+        assert out.read_key_value() == ("k", "v")
         d.create_input_topic("elsewhere").pipe_records([])
 
 

@@ -236,11 +236,12 @@ def _final_counts(rows, bulk: bool):
 def test_bulk_path_equals_per_record_path() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
+    from hypothesis_profiles import examples
 
     rows = st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.just("v"),
                               st.integers(0, 100)), max_size=40)
 
-    @settings(max_examples=100, deadline=None)
+    @settings(max_examples=examples(100), deadline=None)
     @given(rows)
     def check(rs) -> None:
         assert _final_counts(rs, True) == _final_counts(rs, False)

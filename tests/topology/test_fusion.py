@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
 from topology import Grouped, Materialized, StreamsBuilder, TimeWindows, TopologyTestDriver
@@ -169,7 +170,7 @@ def _strip_metric_levels(steps: list) -> list:
              *rest) for o, e, f, m, *rest in steps]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(rows=ROWS, kind=st.sampled_from(["count", "reduce", "aggregate"]),
        size=st.integers(1, 30), advance_div=st.integers(1, 3), grace=st.integers(0, 20),
        buffer=BUFFERS, init_fail_at=st.integers(0, 8), regroup=st.booleans(),
@@ -192,7 +193,7 @@ def test_fused_equals_separate(rows, kind, size, advance_div, grace, buffer, ini
         assert _strip_metric_levels(fused_debug) == fused_info
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(rows=ROWS, kind=st.sampled_from(["count", "reduce", "aggregate"]),
        size=st.integers(1, 30), grace=st.integers(0, 20), buffer=BUFFERS)
 def test_bulk_fused_equals_separate_per_record(rows, kind, size, grace, buffer) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from test_fusion import (  # the time windows' fusion test: its helpers and buffers
     BUFFERS,
     _checked_serde,
@@ -138,7 +139,7 @@ def _values_for(kind: str, rows: list) -> list:
     return rows
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(rows=ROWS, windowing=st.sampled_from(["session", "sliding"]),
        kind=st.sampled_from(["count", "reduce", "aggregate"]),
        span=st.integers(0, 25), grace=st.integers(0, 20), buffer=BUFFERS,
@@ -163,7 +164,7 @@ def test_fused_equals_separate(rows, windowing, kind, span, grace, buffer, fail_
         assert _strip_metric_levels(fused_debug) == fused_info
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(rows=ROWS, windowing=st.sampled_from(["session", "sliding"]),
        kind=st.sampled_from(["count", "reduce", "aggregate"]),
        span=st.integers(1, 25), grace=st.integers(0, 20), buffer=BUFFERS)

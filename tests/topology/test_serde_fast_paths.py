@@ -15,6 +15,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology import (
     Produced,
@@ -159,7 +160,7 @@ def test_windowed_serdes_read_back_as_written_only_with_the_same_size() -> None:
     assert not check([Windowed(1, Window(0, 10))])
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(records=st.lists(st.tuples(st.sampled_from(["a", "é", "b"]), st.integers(-3, 3),
                                   st.integers(0, 50)), max_size=12),
        reader_size=st.sampled_from([10, 7]), durable=st.booleans())

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
 from topology import (
@@ -87,7 +88,7 @@ def test_without_a_late_topic_nothing_is_routed(fuse: bool) -> None:
         assert "late" not in driver.produced_topic_names()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 60)), max_size=30),
        size=st.integers(1, 10), grace=st.integers(0, 5))
 def test_fused_and_separate_agree_with_late_records(data: list[tuple[str, int]], size: int,
@@ -209,7 +210,7 @@ def test_idle_close_on_a_durable_driver(tmp_path: Path) -> None:
         assert final.read_values_to_list() == [1]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(st.one_of(
     st.tuples(st.just("record"), st.sampled_from("ab"), st.integers(0, 100)),
     st.tuples(st.just("wall"), st.just(""), st.integers(0, 40))), max_size=30),

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology import (
     Consumed,
@@ -186,7 +187,7 @@ def test_restart_restores_sessions(tmp_path: Path) -> None:
 keys = st.sampled_from(["a", "b", "c"])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.lists(st.tuples(keys, st.integers(0, 80)), max_size=25),
        gap=st.integers(1, 12))
 def test_within_grace_equals_the_model(data: list[tuple[str, int]], gap: int) -> None:
@@ -198,7 +199,7 @@ def test_within_grace_equals_the_model(data: list[tuple[str, int]], gap: int) ->
     no_update_after_final(everything)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.lists(st.tuples(keys, st.integers(0, 80)), max_size=30),
        gap=st.integers(1, 10), grace=st.integers(0, 8))
 def test_late_records_never_grow_a_closed_session(data: list[tuple[str, int]], gap: int,

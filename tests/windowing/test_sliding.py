@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from topology import (
     SlidingWindows,
@@ -136,7 +137,7 @@ def test_restart_restores_windows(d: int, grace: int, data: list[tuple[str, int]
 keys = st.sampled_from(["a", "b", "c"])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.lists(st.tuples(keys, st.integers(0, 60)), max_size=25),
        d=st.integers(0, 12))
 def test_in_order_and_within_grace_equals_the_model(data: list[tuple[str, int]], d: int) -> None:
@@ -151,7 +152,7 @@ def test_in_order_and_within_grace_equals_the_model(data: list[tuple[str, int]],
     no_update_after_final(everything)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.lists(st.tuples(keys, st.integers(0, 80)), max_size=30),
        d=st.integers(0, 10), grace=st.integers(0, 8))
 def test_late_records_never_emit_a_window_twice(data: list[tuple[str, int]], d: int,
@@ -190,7 +191,7 @@ def test_sliding_keys_serialize_as_kafka_time_windowed_keys() -> None:
         assert out.read_key_value() == (Windowed("k", Window(7, 12)), 1)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.lists(st.tuples(keys, st.integers(0, 40)), max_size=20),
        d=st.integers(0, 6), grace=st.integers(0, 4))
 def test_rocksdb_equals_memory(data: list[tuple[str, int]], d: int, grace: int) -> None:
