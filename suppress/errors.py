@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-__all__ = ("BufferFullError", "InvalidSuppressionError", "SuppressError")
+__all__ = ("BufferFullError", "InvalidSuppressionError", "StreamsError", "SuppressError")
 
 LONG_MAX = 2**63 - 1
 
 
-class SuppressError(Exception):
+class StreamsError(Exception):
+    """The root of every error the library raises (Kafka's StreamsException).
+
+    Defined here, below ``topology``, so that the engine's errors share it;
+    ``topology.errors.StreamsError`` is this same class. Each error also keeps its standard
+    base (``ValueError``, ``LookupError``, ``RuntimeError``, ...).
+    """
+
+
+class SuppressError(StreamsError):
     """Base class of every error raised by the ``suppress`` package."""
 
 

@@ -8,6 +8,8 @@ process input or advance time raises :class:`TaskFailedError` until the driver i
 
 from __future__ import annotations
 
+from suppress.errors import StreamsError as StreamsError
+
 __all__ = (
     "EmptyTopicError",
     "FeedbackLoopError",
@@ -22,11 +24,11 @@ __all__ = (
 )
 
 
-class TopologyError(ValueError):
+class TopologyError(StreamsError, ValueError):
     """A topology that cannot be built or run: raised at definition or build time."""
 
 
-class EmptyTopicError(LookupError):
+class EmptyTopicError(StreamsError, LookupError):
     """Reading a record from an output topic that has none (Kafka's NoSuchElementException).
 
     The message says whether the topic was never written (``Uninitialized topic: t``) or has
@@ -38,15 +40,11 @@ class UnknownTopicError(TopologyError):
     """Piping a record to a topic no source of the topology reads (``Unknown topic: t``)."""
 
 
-class StoreError(LookupError):
+class StoreError(StreamsError, LookupError):
     """A state store that does not exist, or was asked for as the wrong kind."""
 
 
-class StreamsError(RuntimeError):
-    """An error while records flow through a running task (Kafka's StreamsException)."""
-
-
-class TaskFailedError(StreamsError):
+class TaskFailedError(StreamsError, RuntimeError):
     """The task failed earlier and processes nothing more; close the driver.
 
     ``node`` names the node where the first failure happened and ``cause`` is that first
@@ -59,7 +57,7 @@ class TaskFailedError(StreamsError):
         self.cause = cause
 
 
-class FeedbackLoopError(StreamsError):
+class FeedbackLoopError(StreamsError, RuntimeError):
     """One input record made the topology feed back more records than the configured limit.
 
     Raised when sinks write to topics the topology reads (directly or through a cycle) and
@@ -67,15 +65,15 @@ class FeedbackLoopError(StreamsError):
     """
 
 
-class InvalidTimestampError(StreamsError, ValueError):
+class InvalidTimestampError(StreamsError, RuntimeError, ValueError):
     """A record reached a sink with a timestamp outside ``[0, 2**63 - 1]`` ms."""
 
 
-class StoreClosedError(StreamsError):
+class StoreClosedError(StreamsError, RuntimeError):
     """A state store used after ``close()`` (Kafka's ``InvalidStateStoreException``)."""
 
 
-class StateCorruptedError(StreamsError):
+class StateCorruptedError(StreamsError, RuntimeError):
     """Damage to a state directory, found reading it: never half-read, never skipped.
 
     A checksum or I/O error, or a commit whose keyspaces or steps are missing. The message

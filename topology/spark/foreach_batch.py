@@ -55,7 +55,7 @@ _URI_SCHEMES = ("file:", "hdfs:", "s3a:", "s3:", "s3n:", "abfs:", "abfss:", "gs:
                 "wasbs:", "viewfs:", "dbfs:")
 
 
-class CheckpointMismatchError(StreamsError):
+class CheckpointMismatchError(StreamsError, RuntimeError):
     """A micro-batch that the state cannot belong to.
 
     The state and the query's checkpoint were not started together (or one was restored

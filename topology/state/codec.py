@@ -107,7 +107,7 @@ _MICROSECOND = timedelta(microseconds=1)
 _MISSING = object()
 
 
-class StateCodecError(StreamsError, ValueError):
+class StateCodecError(StreamsError, RuntimeError, ValueError):
     """A value the state codec cannot write, or bytes it cannot read."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...errors import StateCorruptedError
+from ...errors import StateCorruptedError, StreamsError
 
 __all__ = (
     "StateCorruptedDirectoryError",
@@ -21,7 +21,7 @@ __all__ = (
 )
 
 
-class StateStoreError(Exception):
+class StateStoreError(StreamsError):
     """A state database operation failed: I/O during a commit or a read, use after close, ...
 
     ``path`` is the state directory, ``operation`` what was being done (``"open"``,
