@@ -715,3 +715,18 @@ def test_sources_and_sinks_must_match_the_topology(spark: Any, tmp_path: Path) -
     with pytest.raises(ValueError, match="have no sink"):
         DistributedRunner(final_counts(), sources={"clicks": None}, sinks={},
                           checkpoint_dir=str(tmp_path))
+
+
+def test_start_names_the_query_and_passes_writer_options(spark: Any, tmp_path: Path) -> None:
+    data = click_rows(seed=3)
+    write_parquet(tmp_path / "in", [kafka_table(data)])
+    out = sinks.memory()
+    runner = DistributedRunner(stateless_only(), sources={"clicks": stream_of(spark,
+                                                                              tmp_path / "in")},
+                               sinks={"pages": out}, checkpoint_dir=str(tmp_path / "chk"))
+    with pytest.raises(ValueError, match="checkpoint_dir"):
+        runner.start(options={"checkpointLocation": str(tmp_path / "other")})
+    runner.run_available("pages-of-clicks", {"asyncProgressTrackingEnabled": "false"})
+    assert runner.query.name == "pages-of-clicks"
+    assert runner.query.lastProgress["name"] == "pages-of-clicks"
+    assert out.queue_size() == len(driver_records(stateless_only(), data, "pages"))

@@ -390,28 +390,45 @@ class DistributedRunner:
 
     # -- running -------------------------------------------------------------------------------
 
-    def start(self, **trigger: Any) -> Any:
+    def start(self, query_name: str | None = None,
+              options: Mapping[str, Any] | None = None, **trigger: Any) -> Any:
         """Start the query and return its ``StreamingQuery``.
 
-        ``trigger`` is passed to ``DataStreamWriter.trigger`` (``processingTime="10
-        seconds"``, ``availableNow=True``, ``once=True``); none: Spark's default, a
-        micro-batch as soon as the previous one ended.
+        :param query_name: the query's name (``DataStreamWriter.queryName``): it names the
+            query in Spark's UI, its progress reports and ``spark.streams``.
+        :param options: more writer options (``DataStreamWriter.options``), e.g. Spark's
+            ``asyncProgressTrackingEnabled``; ``checkpointLocation`` is the runner's own
+            ``checkpoint_dir`` and may not be given here.
+        :param trigger: passed to ``DataStreamWriter.trigger`` (``processingTime="10
+            seconds"``, ``availableNow=True``, ``once=True``); none: Spark's default, a
+            micro-batch as soon as the previous one ended.
+        :raises ValueError: for a ``checkpointLocation`` among ``options``.
         """
+        options = dict(options or {})
+        if any(key.lower() == "checkpointlocation" for key in options):
+            raise ValueError("the query's checkpoint is the runner's checkpoint_dir: give it "
+                             "there, not in start(options=...)")
         writer = self._writer()
+        if query_name is not None:
+            writer = writer.queryName(query_name)
+        if options:
+            writer = writer.options(**{key: str(value) for key, value in options.items()})
         if trigger:
             writer = writer.trigger(**trigger)
         self._fold_progress()  # an earlier query's last reports
         self._query = writer.start()
         return self._query
 
-    def run_available(self) -> None:
+    def run_available(self, query_name: str | None = None,
+                      options: Mapping[str, Any] | None = None) -> None:
         """Process all input available now, then stop (``trigger(availableNow=True)``).
 
         Spark runs a last micro-batch without data after the input, so every window the
         final watermark closes is emitted. Errors of the query (a column that does not
-        decode, an error in user code) are raised here.
+        decode, an error in user code) are raised here. ``query_name`` and ``options`` as
+        :meth:`start`.
         """
-        self.start(availableNow=True).awaitTermination()
+        self.start(query_name, options, availableNow=True).awaitTermination()
 
     @property
     def query(self) -> Any:
