@@ -1,7 +1,16 @@
 # Two entry points (see README): `make example` and `make test`.
 # Both create .venv with the project, its dev tools and the spark extra on first use,
 # and check for Java 17+ (Spark runs on the JVM) before running anything.
-PYTHON ?= python3.11
+
+# The interpreter that creates .venv: PYTHON if given (make PYTHON=/path/to/python), else the
+# first of python3.13, python3.12, python3.11, python3 that runs and is 3.11 or newer
+# (pyproject.toml: requires-python >= 3.11). Empty if none is; the .venv recipe then says so.
+PYTHON_CANDIDATES := python3.13 python3.12 python3.11 python3
+ifndef PYTHON
+PYTHON := $(shell for p in $(PYTHON_CANDIDATES); do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { echo $$p; break; }; \
+	done)
+endif
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -9,9 +18,12 @@ JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
 .PHONY: example example-distributed example-driver test test-slow lint bench bench-spark java clean
 
+# An existing .venv is kept (and brought up to date), whichever Python made it.
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; Python 3.11 is required" >&2; exit 1; }
-	$(PYTHON) -m venv $(VENV)
+	@[ -n "$(PYTHON)" ] || { echo "error: no Python 3.11 or newer found (tried $(PYTHON_CANDIDATES)); install one or run make PYTHON=/path/to/python3.x" >&2; exit 1; }
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; Python 3.11 or newer is required" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "error: $(PYTHON) does not run or is older than 3.11; Python 3.11 or newer is required" >&2; exit 1; }
+	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
@@ -37,6 +49,12 @@ test: $(STAMP) java
 	$(PY) -m mypy --strict suppress
 	$(PY) -m mypy topology
 	$(PY) -m pytest
+
+# The static checks of `make test` alone: ruff, then mypy (strict for the suppress engine).
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy --strict suppress
+	$(PY) -m mypy topology
 
 # The 200-kill crash runs (a few minutes each); `make test` runs their 20-kill versions.
 test-slow: $(STAMP)

@@ -22,7 +22,9 @@ USER_CODE_NAMES = {
     "SessionWindowedKStream",
 }
 """The names a user writes in a custom processor or serde, or in type hints."""
-TOPOLOGY_PUBLIC = DESIGN_NAMES | USER_CODE_NAMES
+SUPPRESS_REEXPORTS = {"Suppressed", "BufferConfig"}
+"""Re-exported from ``suppress``: what a user needs to call ``KTable.suppress``."""
+TOPOLOGY_PUBLIC = DESIGN_NAMES | USER_CODE_NAMES | SUPPRESS_REEXPORTS
 SUPPRESS_PUBLIC = {
     "Suppressed", "BufferConfig", "BufferFullError", "BufferFullStrategy", "EagerBufferConfig",
     "StrictBufferConfig", "InvalidSuppressionError",

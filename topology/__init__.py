@@ -4,10 +4,16 @@ Layering (imports point one way): ``suppress`` (engine) <- ``topology.state`` <-
 ``topology.runtime`` <- the DSL (``builder``, ``stream``, ``table``, ``grouped``) <-
 ``topology.testing`` / ``topology.spark``. This module re-exports the public names: those of
 the design (the DSL, windows, options, serdes, the driver) and those a user writes in a
-custom processor or serde, or in type hints of pipeline code. Everything else is internal
-even without an underscore.
+custom processor or serde, or in type hints of pipeline code, and ``Suppressed`` and
+``BufferConfig`` from ``suppress`` (they build the argument of ``KTable.suppress``).
+Everything else is internal even without an underscore. ``__version__`` is the
+distribution's version.
 """
 
+from suppress import BufferConfig as BufferConfig
+from suppress import Suppressed as Suppressed
+
+from ._version import __version__ as __version__
 from .builder import StreamsBuilder as StreamsBuilder
 from .grouped import KGroupedStream as KGroupedStream
 from .grouped import KGroupedTable as KGroupedTable
@@ -37,6 +43,7 @@ from .windows import Window as Window
 from .windows import Windowed as Windowed
 
 __all__ = (
+    "BufferConfig",
     "Cancellable",
     "Consumed",
     "Grouped",
@@ -57,6 +64,7 @@ __all__ = (
     "SessionWindows",
     "SlidingWindows",
     "StreamsBuilder",
+    "Suppressed",
     "TestRecord",
     "TimeWindowedKStream",
     "TimeWindows",

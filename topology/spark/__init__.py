@@ -12,6 +12,18 @@ maps DataFrame columns to the parts of a record (Spark's Kafka source schema by 
 settings that suit one machine. pyspark and pyarrow are imported only here (the ``spark`` extra).
 """
 
+# Without the spark extra, name the missing install instead of a bare "No module named ...".
+try:
+    import pandas as _pandas  # type: ignore[import-untyped]  # noqa: F401
+    import pyarrow as _pyarrow  # noqa: F401
+    import pyspark as _pyspark  # noqa: F401
+except ImportError as _exc:
+    raise ImportError(
+        "topology.spark needs the spark extra: pip install 'suppress-topology[spark]' "
+        f"(missing: {_exc.name or _exc})",
+        name=_exc.name,
+    ) from _exc
+
 from . import sinks as sinks
 from ._compile import UnsupportedTopologyError as UnsupportedTopologyError
 from .columns import ColumnMappingError as ColumnMappingError

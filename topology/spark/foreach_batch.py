@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import StreamsError
+from ..errors import StreamsError, TaskFailedError
 from ..runtime.clock import Clock, MockClock, SystemClock
 from ..runtime.engine import Engine, merge_by_timestamp
 from ..runtime.outputs import plain_records
@@ -141,7 +141,8 @@ class ForeachBatchRunner:
     processed, and the runner stays usable; so is a :class:`CheckpointMismatchError`. An
     error after processing began (in user code, a full buffer, a sink) stops the runner:
     the call raises, the runner releases its state without committing anything of the
-    batch, and every later call raises :class:`RuntimeError`. Restart the query with a new
+    batch, and every later call raises :class:`~topology.errors.TaskFailedError` (a
+    ``RuntimeError``) naming the batch and the first cause. Restart the query with a new
     runner on the same ``state_dir``: it resumes from the last commit, Spark delivers the
     failed batch again, and the result is that of one run without the failure.
 
@@ -202,6 +203,8 @@ class ForeachBatchRunner:
         self._engine: Engine | None = None
         self._committed: int | None = None
         self._broken: str | None = None
+        self._failure: BaseException | None = None
+        self._failed_node: str | None = None
         self._totals = RunnerTotals()
         self._replays = 0
         self.last_progress: BatchProgress | None = None
@@ -260,12 +263,15 @@ class ForeachBatchRunner:
         :raises CheckpointMismatchError: for a batch id below the committed one, or past the
             next one, before any record is processed.
         :raises ValueError: for a partition the runner cannot run (see ``partitions``).
-        :raises RuntimeError: if an earlier batch failed after processing began.
+        :raises TaskFailedError: (a ``RuntimeError``) if an earlier batch failed after
+            processing began.
         """
         started = time.perf_counter()
         batch_id = int(batch_id)
         if self._broken is not None:
-            raise RuntimeError(self._broken)
+            failure = self._failure
+            assert failure is not None
+            raise TaskFailedError(self._broken, self._failed_node, failure) from failure
         engine = self._open(batch_df.sparkSession)
         committed = self.committed_batch_id
         if committed is not None:
@@ -361,6 +367,9 @@ class ForeachBatchRunner:
         self._committed = batch_id
 
     def _fail(self, batch_id: int, exc: BaseException) -> None:
+        self._failure = exc
+        engine_failure = None if self._engine is None else self._engine.failure
+        self._failed_node = None if engine_failure is None else engine_failure.node
         self._broken = (
             f"batch {batch_id} failed after its records began to be processed "
             f"({type(exc).__name__}: {exc}), so this runner stopped; restart with a new "
