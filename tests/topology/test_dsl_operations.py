@@ -332,3 +332,38 @@ def test_processors_init_and_punctuate_parents_first_then_siblings_in_order() ->
     assert log == [("init", "parent"), ("init", "child"), ("init", "sibling"),
                    ("parent", 10), ("child", 10), ("sibling", 10),
                    ("parent", 20), ("child", 20), ("sibling", 20)]
+
+
+@pytest.mark.parametrize("grace", [None, 5], ids=["no-grace", "grace"])
+def test_a_left_join_takes_a_none_key_as_kafka_3_7_does(grace) -> None:
+    """KIP-962: a left stream-table join joins a None-key record with no table value; an
+    inner join still drops it and counts it; a None value is dropped by both."""
+    from topology import Materialized, StreamsBuilder, TopologyTestDriver
+
+    def build(left: bool):
+        b = StreamsBuilder()
+        table = b.table("t", materialized=Materialized.versioned("t", 100)
+                        if grace else None)
+        stream = b.stream("s")
+        join = stream.left_join if left else stream.join
+        kwargs = {} if grace is None else {"grace": grace}
+        join(table, lambda v, t: (v, t), **kwargs).to("out")
+        return b.build()
+
+    for left in (True, False):
+        with TopologyTestDriver(build(left)) as driver:
+            driver.create_input_topic("t").pipe_input("k", "T", timestamp=0)
+            s = driver.create_input_topic("s")
+            s.pipe_input(None, "a", timestamp=1)
+            s.pipe_input("k", "b", timestamp=2)
+            s.pipe_input("k", None, timestamp=3)
+            s.pipe_input("k", "c", timestamp=20)  # moves the grace buffer past the others
+            out = driver.create_output_topic("out").read_key_values_to_list()
+            metrics = driver.metrics()
+        if left:
+            assert out[:2] == [(None, ("a", None)), ("k", ("b", "T"))]
+            assert metrics["dropped-records-total{reason=null-value}"] == 1
+            assert "dropped-records-total{reason=null-key}" not in metrics
+        else:
+            assert out[:1] == [("k", ("b", "T"))]
+            assert metrics["dropped-records-total{reason=null-key}"] == 1

@@ -156,11 +156,12 @@ def test_left_join_versioned_gives_none_before_the_first_version() -> None:
         rate.pipe_input("k", "r10", timestamp=10)
         tx.pipe_input("k", "t5", timestamp=5)
         tx.pipe_input("k", "t10", timestamp=10)
-        tx.pipe_input(None, "t11", timestamp=11)
+        tx.pipe_input(None, "t11", timestamp=11)  # a left join takes it (Kafka 3.7+)
         tx.pipe_input("k", None, timestamp=12)
-        assert out.read_key_values_to_list() == [("k", ("t5", None)), ("k", ("t10", "r10"))]
+        assert out.read_key_values_to_list() == [("k", ("t5", None)), ("k", ("t10", "r10")),
+                                                 (None, ("t11", None))]
         metrics = driver.metrics()
-        assert metrics["dropped-records-total{reason=null-key}"] == 1
+        assert "dropped-records-total{reason=null-key}" not in metrics
         assert metrics["dropped-records-total{reason=null-value}"] == 1
 
 

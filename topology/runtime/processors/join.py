@@ -99,11 +99,21 @@ class StreamTableJoinProcessor(InternalProcessor):
         else:
             _drop_null_value(self._task, ctx)
 
-    def _join_now(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        if key is None or value is None:
+    def _dropped(self, key: Any, value: Any, ctx: RecordContext) -> bool:
+        """Drop (and count) a record the join cannot take: ``True`` if it was dropped.
+
+        A ``None`` value always; a ``None`` key only in an inner join: a left join takes it
+        with no table value, as Kafka does since 3.7 (KIP-962).
+        """
+        if value is None or (key is None and not self._left):
             self._drop(key, ctx)
+            return True
+        return False
+
+    def _join_now(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        if self._dropped(key, value, ctx):
             return
-        found = self._lookup(key, ctx[0])
+        found = None if key is None else self._lookup(key, ctx[0])
         if found is not None:
             self.forward(key, self._joiner(value, found[0]), ctx)
         elif self._left:
@@ -119,8 +129,7 @@ class StreamTableJoinProcessor(InternalProcessor):
         if self._grace is None:
             self._join_now(key, value, ctx)
             return
-        if key is None or value is None:
-            self._drop(key, ctx)
+        if self._dropped(key, value, ctx):
             return
         timestamp = ctx[0]
         if timestamp < self._buffer_time - self._grace:
@@ -128,7 +137,7 @@ class StreamTableJoinProcessor(InternalProcessor):
             return
         self._buffer_time = max(self._buffer_time, timestamp)
         self._arrivals += 1
-        key_bytes = serialized_key(self._key_serializer, key)
+        key_bytes = b"" if key is None else serialized_key(self._key_serializer, key)
         heapq.heappush(self._buffer, (timestamp, key_bytes, self._arrivals, key, value, ctx))
         deadline = self._buffer_time - self._grace
         buffer = self._buffer
