@@ -115,6 +115,54 @@ def test_created_owner_only_even_with_a_permissive_umask(tmp_path):
     assert marker == {"format": "topology-statedb", "version": FORMAT_VERSION}
 
 
+def test_a_reused_directory_with_loose_modes_is_made_owner_only(tmp_path):
+    path = tmp_path / "state"
+    make_state(path)
+    path.chmod(0o777)
+    (path / "db").chmod(0o775)
+    for name in ("STATEDB", "STATEDB.lock", "STATEDB.commit"):
+        (path / name).chmod(0o644)
+    with StateDB.open(path) as db:
+        assert db.read_meta(b"offset") == b"7"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    assert stat.S_IMODE((path / "db").stat().st_mode) == 0o700
+    for name in ("STATEDB", "STATEDB.lock", "STATEDB.commit"):
+        assert stat.S_IMODE((path / name).stat().st_mode) == 0o600, name
+
+
+def test_permission_bits_are_only_removed(tmp_path):
+    path = tmp_path / "state"
+    make_state(path)
+    path.chmod(0o750)
+    (path / "STATEDB").chmod(0o440)
+    with StateDB.open(path):
+        pass
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    assert stat.S_IMODE((path / "STATEDB").stat().st_mode) == 0o400  # no bit is added
+
+
+def test_a_refused_directory_keeps_its_mode(tmp_path):
+    path = tmp_path / "photos"
+    path.mkdir()
+    path.chmod(0o755)
+    (path / "a.jpg").write_bytes(b"jpeg")
+    refused(path, StateDirectoryError, "not empty and is not a state directory")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o755
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory of another user")
+def test_a_loose_directory_of_another_user_is_refused_untouched(tmp_path):
+    path = tmp_path / "state"
+    make_state(path)
+    os.chown(path, NOBODY, NOBODY)
+    path.chmod(0o770)
+    refused(path, StateDirectoryError,
+            f"its mode 0o770 lets group or others in, and it belongs to uid {NOBODY}, not to "
+            "this process \\(uid 0\\), so it cannot be made owner-only: have its owner run "
+            "'chmod go= ")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o770
+
+
 def test_an_existing_empty_directory_becomes_a_state_directory(tmp_path):
     make_state(tmp_path)
     with StateDB.open(tmp_path) as db:
@@ -290,6 +338,8 @@ def test_unwritable_lock_file_is_a_clear_error(reachable):
     path = reachable / "state"
     make_state(path)
     path.chmod(0o755)
+    if os.geteuid() == 0:  # a loose directory of another user would be refused before this
+        os.chown(path, NOBODY, NOBODY)
     (path / "STATEDB").chmod(0o644)
     (path / "STATEDB.lock").chmod(0o444)
     with unprivileged(), pytest.raises(

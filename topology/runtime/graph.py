@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .processor import InternalProcessor
@@ -28,6 +29,7 @@ class StoreSpec:
     ``factory()`` makes the in-memory store; ``persistent_factory(keyspace)`` the RocksDB one
     on a keyspace of the task's state database. ``persistence`` is the user's choice:
     ``None`` follows the runtime, ``True``/``False`` force RocksDB/memory.
+    ``parameters`` are what lays the store out on disk (see :attr:`signature`).
     """
 
     name: str
@@ -35,6 +37,39 @@ class StoreSpec:
     factory: Callable[[], Any]
     persistent_factory: Callable[[Keyspace], Any] | None = None
     persistence: bool | None = None
+    parameters: tuple[tuple[str, int], ...] | None = None
+    """``(name, ms)`` pairs that fix where the store's records go on disk: window size,
+    retention, history retention, segment interval. ``None``: read from a fresh in-memory
+    store (``factory()``), its :data:`LAYOUT_ATTRIBUTES` that are ints."""
+
+    @cached_property
+    def signature(self) -> str:
+        """The kind and the layout parameters, sorted: equal signatures, same layout on disk.
+
+        A durable task records each store's signature with its commits and refuses to reuse
+        the state of a store whose signature changed (e.g. a new window size or grace under
+        the same store name): its records would be read with the wrong layout.
+
+        >>> StoreSpec("counts", "key-value", dict).signature
+        'key-value'
+        >>> StoreSpec("w", "window", dict, parameters=(("window_size_ms", 10),
+        ...                                             ("retention_ms", 15))).signature
+        'window retention_ms=15 window_size_ms=10'
+        """
+        parameters = self.parameters
+        if parameters is None:
+            store = self.factory()
+            parameters = tuple((name, value) for name in LAYOUT_ATTRIBUTES
+                               if type(value := getattr(store, name, None)) is int)
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
+        return " ".join([self.kind, *(f"{name}={value}" for name, value in sorted(parameters))])
+
+
+LAYOUT_ATTRIBUTES = ("window_size_ms", "retention_ms", "history_retention_ms",
+                     "segment_interval_ms")
+"""The store attributes that :attr:`StoreSpec.signature` reads when it is not given them."""
 
 
 @dataclass(eq=False)

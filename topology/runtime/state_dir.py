@@ -2,10 +2,26 @@
 
 A :class:`~topology.state.rocksdb.StateDB` of task ``0_0`` is ``<state_dir>/<application_id>/
 <name>`` (Kafka's layout, ``name`` being the task id or derived from it) when the runtime is
-given a ``state_dir``, otherwise a private temporary directory that
-:meth:`TaskStateDir.close` removes. Directories created here are owner-only (0o700). Nothing
-is opened, and rocksdict is not imported, until the first keyspace is asked for: a topology
-that never writes to disk never touches one.
+given a ``state_dir``, otherwise a private temporary directory. Nothing is opened, and
+rocksdict is not imported, until the first keyspace is asked for: a topology that never
+writes to disk never touches one.
+
+Owner-only: the directories the library creates or reuses are 0o700 and its files 0o600.
+Missing directories (``state_dir`` and its missing parents included) are created 0o700; an
+existing ``<state_dir>/<application_id>``, task directory or state directory (and its
+``db/``) that lets group or others in loses those bits if this process owns it, and is
+refused (:class:`~topology.state.rocksdb.StateDirectoryError`, naming it) if it does not. An
+existing ``state_dir`` keeps its mode: it is the user's. A symbolic link at
+``<state_dir>/<application_id>`` or at a task directory (``0_0``, ``0_0.spill``) is refused,
+naming where it points, never followed; ``state_dir`` itself may be a link (the user's
+choice), and so may its parents.
+
+Without a ``state_dir`` the database lives in a private ``tempfile.mkdtemp`` directory
+(0o700, named ``topology-state-*`` under the system's temporary directory, ``TMPDIR``).
+:meth:`TaskStateDir.close` removes it; so does a ``weakref.finalize`` owned by the
+:class:`TaskStateDir` when it is garbage-collected unclosed or at interpreter exit (the
+database is closed first). A process killed by SIGKILL (or ``os._exit``) runs nothing: its
+``topology-state-*`` directories stay behind, and are safe to delete once it is gone.
 """
 
 from __future__ import annotations
@@ -14,6 +30,7 @@ import os
 import re
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +47,9 @@ class TaskStateDir:
     """The state directory of one task, and its state database, opened lazily.
 
     :param state_dir: the parent directory of every application's state (created 0o700 if
-        missing), or ``None`` for a private temporary directory removed by :meth:`close`.
+        missing, otherwise left as it is), or ``None`` for a private temporary directory
+        removed by :meth:`close`, or when this object is garbage-collected or the interpreter
+        exits (see the module docstring).
     :param application_id: the application's directory under ``state_dir``.
     :param name: the database's directory under that, e.g. the task id ``0_0``.
     :param options: gives the RocksDB options to open the database with (called when it is
@@ -50,7 +69,8 @@ class TaskStateDir:
         self._application_id = application_id
         self._name = name
         self._options = options
-        self._temporary: Path | None = None
+        self._temporary: weakref.finalize[[], TaskStateDir] | None = None
+        """Removes the private temporary directory (called by :meth:`close`, or at gc)."""
         self._db: StateDB | None = None
 
     @property
@@ -61,8 +81,9 @@ class TaskStateDir:
     def keyspace(self, name: str) -> Keyspace:
         """The keyspace ``name`` of the task's state database, which is opened on first use.
 
-        :raises StateDirectoryError: the directory cannot be created, or holds something
-            that is not a state directory (it is never half-read).
+        :raises StateDirectoryError: the directory cannot be created, holds something
+            that is not a state directory (it is never half-read), is a symbolic link, or
+            lets group or others in and belongs to another user.
         :raises StateLockedError: another live database has the directory open.
         """
         return self._database().keyspace(name)
@@ -72,11 +93,24 @@ class TaskStateDir:
 
         options = None if self._options is None else self._options()
         if self._parent is None:
-            self._temporary = Path(tempfile.mkdtemp(prefix="topology-state-"))  # 0o700
-            return StateDB.open(self._temporary / self._name, options=options)
+            temporary = _Temporary(Path(tempfile.mkdtemp(prefix="topology-state-")))  # 0o700
+            try:
+                db = temporary.db = StateDB.open(temporary.path / self._name, options=options)
+            except BaseException:
+                temporary.remove()
+                raise
+            # close() calls it; unclosed, it runs when self is collected or the interpreter exits
+            self._temporary = weakref.finalize(self, temporary.remove)
+            return db
         application = self._parent / self._application_id
         _make_private_dirs(application)
-        return StateDB.open(application / self._name, options=options)
+        _private_directory(application)
+        task = application / self._name
+        if os.path.islink(task):
+            from ..state.rocksdb.layout import symlink_error
+
+            raise symlink_error(task, "open")
+        return StateDB.open(task, options=options)
 
     @property
     def durable(self) -> bool:
@@ -123,20 +157,49 @@ class TaskStateDir:
         A temporary directory is removed; one under ``state_dir`` is kept.
         """
         db, self._db = self._db, None
+        temporary, self._temporary = self._temporary, None
         try:
             if db is not None:
                 db.close()
         finally:
-            temporary, self._temporary = self._temporary, None
             if temporary is not None:
-                shutil.rmtree(temporary, ignore_errors=True)
+                temporary()  # runs the finalizer once: removes the directory
+
+
+class _Temporary:
+    """A private temporary directory and the database in it, removed once.
+
+    Held by the finalizer of its :class:`TaskStateDir` and never refers back to it, so the
+    finalizer does not keep the :class:`TaskStateDir` alive.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db: StateDB | None = None
+        self._pid = os.getpid()
+
+    def remove(self) -> None:
+        """Close the database if it is still open, then remove the directory; idempotent.
+
+        Does nothing in a child made by ``fork()``: the directory is its parent's.
+        """
+        if os.getpid() != self._pid:
+            return
+        db, self.db = self.db, None
+        try:
+            if db is not None:
+                db.close()
+        except Exception:  # noqa: BLE001, S110 - removing the directory is what is left to do
+            pass
+        finally:
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _make_private_dirs(path: Path) -> None:
     """Create ``path`` and its missing ancestors, each owner-only (0o700).
 
-    Existing directories are left as they are; on an error it stops, and ``StateDB.open``
-    then reports what is wrong with the path.
+    Existing directories are left as they are; on an error it stops, and
+    :func:`_private_directory` then reports what is wrong with the path.
     """
     missing = []
     while not os.path.lexists(path) and path.parent != path:
@@ -149,6 +212,17 @@ def _make_private_dirs(path: Path) -> None:
             pass
         except OSError:
             return
+
+
+def _private_directory(path: Path) -> None:
+    """Check that ``path`` is a directory, not a link, and make it owner-only (0o700).
+
+    :raises StateDirectoryError: it is missing or unreachable, not a directory, a symbolic
+        link (naming where it points), or looser than owner-only and owned by another user.
+    """
+    from ..state.rocksdb.layout import restrict_directory
+
+    restrict_directory(path, "open", follow_symlinks=False)
 
 
 def spill_options() -> RocksDBOptions:

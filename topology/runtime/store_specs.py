@@ -3,11 +3,20 @@
 Each function returns a :class:`~topology.runtime.graph.StoreSpec` for
 ``StreamsBuilder.add_store``: the in-memory factory, the RocksDB factory (given a keyspace of
 the task's state database) and the user's persistence choice (``Materialized.persistence``:
-``None`` follows the runtime, ``True``/``False`` force RocksDB/memory).
+``None`` follows the runtime, ``True``/``False`` force RocksDB/memory), with the parameters
+that lay the store out on disk (:attr:`~topology.runtime.graph.StoreSpec.signature`).
+
+A durable task records the signature of every store in the meta entry :data:`STORES_META`
+(:func:`store_signatures`) and, on restore, refuses state whose store changed its layout
+under the same name (:func:`check_store_signatures`): a window store written with 60 s
+windows read as 30 s ones would answer with wrong windows, silently.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..serde import serializer_of
@@ -18,7 +27,57 @@ from .graph import StoreSpec
 if TYPE_CHECKING:
     from ..state.rocksdb import Keyspace
 
-__all__ = ("session_store_spec", "window_store_spec")
+__all__ = ("STORES_META", "check_store_signatures", "session_store_spec", "store_signatures",
+           "window_store_spec")
+
+STORES_META = b"stores"
+"""The meta entry of a durable task's stores: JSON ``{store name: signature}``."""
+
+
+def store_signatures(specs: Iterable[StoreSpec]) -> bytes:
+    """The :data:`STORES_META` entry of ``specs``: each store's signature, deterministic.
+
+    >>> store_signatures([window_store_spec("w", None, 10, 15), StoreSpec("c", "key-value", dict)])
+    b'{"c":"key-value","w":"window retention_ms=15 window_size_ms=10"}'
+    """
+    return json.dumps({spec.name: spec.signature for spec in specs}, sort_keys=True,
+                      separators=(",", ":")).encode("utf-8")
+
+
+def check_store_signatures(path: str | os.PathLike[str], committed: bytes | None,
+                           specs: Iterable[StoreSpec]) -> None:
+    """Refuse committed state whose stores were laid out otherwise than ``specs`` say.
+
+    ``committed`` is the :data:`STORES_META` entry read from the state directory ``path``
+    (``None``: nothing recorded, e.g. state written before signatures were, which is taken as
+    it is). A store of ``specs`` that the entry does not name is new; a store the entry names
+    and ``specs`` do not is left alone.
+
+    :raises StateDirectoryError: a store's signature changed (naming the store, what it was
+        written with and what it is now, and what to do), or the entry is damaged.
+    """
+    if committed is None:
+        return
+    from ..state.rocksdb.errors import StateDirectoryError
+
+    try:
+        recorded = json.loads(committed.decode("utf-8"))
+    except ValueError:  # includes UnicodeDecodeError
+        recorded = None
+    if not isinstance(recorded, dict) or not all(
+            isinstance(value, str) for value in recorded.values()):
+        raise StateDirectoryError(path, "restore", f"its store signatures ({STORES_META!r} "
+                                  f"meta entry) are damaged: {committed[:60]!r}")
+    for spec in specs:
+        old = recorded.get(spec.name)
+        if old is not None and old != spec.signature:
+            raise StateDirectoryError(
+                path, "restore",
+                f"store {spec.name!r} was written as '{old}' and this topology has it as "
+                f"'{spec.signature}': its state is laid out for the old parameters and cannot "
+                "be read with the new ones; keep the old parameters (window size, grace, "
+                "retention), or start the changed topology from empty state under a new "
+                "application_id or state_dir (or delete this directory)")
 
 
 def session_store_spec(name: str, key_serde: Any, retention_ms: int,
@@ -41,7 +100,7 @@ def session_store_spec(name: str, key_serde: Any, retention_ms: int,
     :raises ValueError: ``retention_ms < 0`` or ``segment_interval_ms < 1``.
     """
     key_ser = serializer_of(key_serde)
-    InMemorySessionStore(name, key_ser, retention_ms, segment_interval_ms)  # checks arguments
+    checked = InMemorySessionStore(name, key_ser, retention_ms, segment_interval_ms)  # checks
 
     def memory() -> Any:
         return InMemorySessionStore(name, key_ser, retention_ms, segment_interval_ms)
@@ -51,7 +110,9 @@ def session_store_spec(name: str, key_serde: Any, retention_ms: int,
 
         return RocksDBSessionStore(name, key_ser, retention_ms, keyspace, segment_interval_ms)
 
-    return StoreSpec(name, "session", memory, persistent, persistence)
+    return StoreSpec(name, "session", memory, persistent, persistence,
+                     (("retention_ms", retention_ms),
+                      ("segment_interval_ms", checked.segment_interval_ms)))  # default if None
 
 
 def window_store_spec(name: str, key_serde: Any, window_size_ms: int, retention_ms: int,
@@ -82,4 +143,5 @@ def window_store_spec(name: str, key_serde: Any, window_size_ms: int, retention_
 
         return RocksDBWindowStore(name, key_ser, window_size_ms, retention_ms, keyspace)
 
-    return StoreSpec(name, "window", memory, persistent, persistence)
+    return StoreSpec(name, "window", memory, persistent, persistence,
+                     (("window_size_ms", window_size_ms), ("retention_ms", retention_ms)))

@@ -45,6 +45,7 @@ from .graph import StoreSpec
 from .metrics import TaskMetrics
 from .processor import Entry, Forward, InternalProcessor
 from .state_dir import TaskStateDir, TaskStateView, spill_options
+from .store_specs import STORES_META, check_store_signatures, store_signatures
 
 if TYPE_CHECKING:
     from ..state.rocksdb import Keyspace
@@ -212,6 +213,8 @@ class Task:
         self.stores: dict[str, Any] = {spec.name: self._create_store(spec)
                                        for spec in topology.stores}
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
+        self._store_signatures = store_signatures(topology.stores) if self.durable else b""
+        """The :data:`~topology.runtime.store_specs.STORES_META` entry every commit writes."""
         self.metrics.versioned_stores = [self.stores[spec.name] for spec in topology.stores
                                          if spec.kind == "versioned"]
         self._output = output
@@ -763,7 +766,13 @@ class Task:
         return self.state.keyspace(store_keyspace_name(name, "node."))
 
     def _restore(self) -> None:
-        """Take back the last commit's offsets, stream time and node states (if any)."""
+        """Take back the last commit's offsets, stream time and node states (if any).
+
+        :raises StateDirectoryError: a store's layout (window size, grace, retention ...)
+            changed since the state was written, or a node's state has no node now.
+        """
+        recorded = self.state.read_meta(STORES_META)  # opens the database: path is known
+        check_store_signatures(self.state.path or "", recorded, self.topology.stores)
         data = self.state.read_meta(TASK_META)
         if data is None:
             return
@@ -801,7 +810,8 @@ class Task:
             if state is not None:
                 nodes[name] = state
         entries: dict[bytes, bytes | None] = {TASK_META: encode(
-            {"offsets": self._offsets, "stream_time": self.stream_time, "nodes": nodes})}
+            {"offsets": self._offsets, "stream_time": self.stream_time, "nodes": nodes}),
+            STORES_META: self._store_signatures}
         if self.commit_meta is not None:
             entries.update(self.commit_meta())
         if meta:

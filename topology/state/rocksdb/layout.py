@@ -7,10 +7,20 @@ A state directory holds::
     STATEDB.commit the number of the last commit (see ``StateDB.commit``), once there is one
     db/            the RocksDB database (0o700): one column family per keyspace plus "meta"
 
-and nothing else. The directory is created 0o700 when missing; the marker and lock file are
-0o600. A directory is used only if it is empty, holds exactly this layout, or holds the
-leftovers of a creation that a crash interrupted; anything else is refused before anything in
-it is opened for writing.
+and nothing else. The directory is created 0o700 when missing; the marker, lock file and
+commit file are 0o600. A directory is used only if it is empty, holds exactly this layout, or
+holds the leftovers of a creation that a crash interrupted; anything else is refused before
+anything in it is opened for writing.
+
+Owner-only: once a directory is accepted and locked, :func:`make_private` strips the group
+and other permission bits of the directory, ``db/``, the marker and the commit file (the lock
+file's are stripped through its descriptor), so a directory reused with looser modes (copied,
+restored from a backup, made by hand) ends up 0o700 and its files 0o600. An entry that is
+looser and belongs to another user cannot be fixed by this process and is refused
+(:func:`ensure_directory` refuses such a directory before anything in it is touched).
+Permission bits are only ever removed: an owner who took its own write bit keeps it off.
+RocksDB creates its files inside ``db/`` with the process's umask; ``db/`` being 0o700 is what
+keeps other users out of them.
 
 Creation happens under the lock, in an order that a crash at any point leaves recognisable:
 
@@ -49,6 +59,10 @@ __all__ = (
     "ensure_directory",
     "finish",
     "inspect",
+    "make_private",
+    "restrict_descriptor",
+    "restrict_directory",
+    "symlink_error",
 )
 
 MARKER = "STATEDB"
@@ -83,23 +97,136 @@ class Layout(enum.Enum):
 def ensure_directory(path: Path, operation: str) -> None:
     """Create ``path`` (mode 0o700, missing parents with the default mode) unless it exists.
 
+    An existing directory is not changed here (:func:`make_private` does that once it is
+    accepted), but one that is looser than owner-only and belongs to another user is refused
+    now, untouched: this process could not make it owner-only.
+
     Runtime complexity: O(depth) system calls.
 
-    :raises StateDirectoryError: ``path`` exists and is not a directory, or it cannot be
-        reached or created (permissions, a file in place of a parent, a full disk ...).
+    :raises StateDirectoryError: ``path`` exists and is not a directory, it cannot be reached
+        or created (permissions, a file in place of a parent, a full disk ...), or it is
+        looser than owner-only and owned by another user.
     """
     try:
         try:
-            mode = os.stat(path).st_mode
+            info = os.stat(path)
         except FileNotFoundError:
             os.makedirs(path, mode=0o700, exist_ok=True)
-            mode = os.stat(path).st_mode
+            info = os.stat(path)
     except OSError as exc:
         raise StateDirectoryError(
             path, operation, f"cannot reach or create the directory: {describe_os_error(exc)}"
         ) from exc
-    if not stat.S_ISDIR(mode):
+    if not stat.S_ISDIR(info.st_mode):
         raise StateDirectoryError(path, operation, "it exists and is not a directory")
+    _check_fixable(path, info, operation)
+
+
+def restrict_directory(path: Path, operation: str, *, follow_symlinks: bool = True) -> None:
+    """Strip the group and other permission bits of the directory ``path`` (see module doc).
+
+    The directory is opened and changed through its descriptor, so what is checked is what is
+    changed; with ``follow_symlinks=False`` a symbolic link at ``path`` is refused, never
+    followed, and the error names where it points.
+
+    Runtime complexity: O(1) system calls.
+
+    :raises StateDirectoryError: ``path`` is missing, not a directory, (without
+        ``follow_symlinks``) a symbolic link, or looser than owner-only and owned by another
+        user; or it cannot be opened or changed.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    if not follow_symlinks:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow_symlinks and os.path.islink(path):
+            raise symlink_error(path, operation) from None
+        if isinstance(exc, NotADirectoryError):
+            raise StateDirectoryError(path, operation,
+                                      "it exists and is not a directory") from None
+        raise StateDirectoryError(
+            path, operation, f"cannot reach or create the directory: {describe_os_error(exc)}"
+        ) from exc
+    try:
+        restrict_descriptor(fd, path, operation)
+    finally:
+        os.close(fd)
+
+
+def restrict_descriptor(fd: int, path: Path, operation: str) -> None:
+    """Strip the group and other permission bits of the open file or directory ``fd``.
+
+    ``path`` names it in errors. Runtime complexity: O(1) system calls.
+
+    :raises StateDirectoryError: it is looser than owner-only and owned by another user, or
+        the change fails.
+    """
+    try:
+        info = os.fstat(fd)
+        _check_fixable(path, info, operation)
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.fchmod(fd, stat.S_IMODE(info.st_mode) & 0o700)
+    except OSError as exc:
+        raise StateDirectoryError(
+            path, operation, f"cannot make it owner-only: {describe_os_error(exc)}"
+        ) from exc
+
+
+def make_private(path: Path, operation: str) -> None:
+    """Make the accepted state directory ``path`` owner-only (hold its lock).
+
+    Strips the group and other bits of ``path`` (through a descriptor), then of ``db/``
+    (or ``db.creating/``), the marker and the commit file (found with ``lstat``: ``path``
+    is owner-only by then, so no one else can swap them). Missing entries are skipped, and
+    so are symbolic links (:func:`inspect` refuses those). RocksDB's own files are left to
+    the umask: ``db/`` keeps everyone else out of them.
+
+    Runtime complexity: O(1) system calls.
+
+    :raises StateDirectoryError: an entry is looser than owner-only and belongs to another
+        user, or a change fails.
+    """
+    restrict_directory(path, operation)
+    for name in (DB_DIR, DB_CREATING, MARKER, COMMITTED):
+        entry = path / name
+        try:
+            info = os.lstat(entry)
+            if stat.S_ISLNK(info.st_mode) or not stat.S_IMODE(info.st_mode) & 0o077:
+                continue
+            _check_fixable(entry, info, operation)
+            os.chmod(entry, stat.S_IMODE(info.st_mode) & 0o700)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StateDirectoryError(
+                path, operation, f"cannot make {name} owner-only: {describe_os_error(exc)}"
+            ) from exc
+
+
+def symlink_error(path: Path, operation: str) -> StateDirectoryError:
+    """The refusal of a symbolic link where a library directory should be."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return StateDirectoryError(
+        path, operation,
+        f"it is a symbolic link to {target!r}: a directory the library keeps state in is never "
+        "followed through a link; remove the link, or give the directory it points to as the "
+        "state_dir (the state_dir itself may be a link)")
+
+
+def _check_fixable(path: Path, info: os.stat_result, operation: str) -> None:
+    """Refuse ``path`` if it is looser than owner-only and this process cannot fix that."""
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077 and info.st_uid != os.geteuid():
+        raise StateDirectoryError(
+            path, operation,
+            f"its mode 0o{mode:03o} lets group or others in, and it belongs to uid "
+            f"{info.st_uid}, not to this process (uid {os.geteuid()}), so it cannot be made "
+            f"owner-only: have its owner run 'chmod go= {path}', or use another directory")
 
 
 def inspect(path: Path, operation: str) -> Layout:

@@ -5,19 +5,26 @@ is taken only once the database opens; this lock is taken first, on a file besid
 and names the holder's process id. It is a ``flock`` on an open file description, so it
 conflicts between two ``StateDB`` objects of one process as well as between processes, and the
 kernel releases it when the holder dies (SIGKILL included): a stale lock file never blocks a
-restart. POSIX only (``fcntl``). A child made by ``fork()`` without ``exec`` inherits the
-lock while it keeps the descriptor open; the descriptor is close-on-exec.
+restart. A child made by ``fork()`` without ``exec`` inherits the lock while it keeps the
+descriptor open; the descriptor is close-on-exec.
+
+POSIX only (``fcntl``): it is imported when a lock is taken, so ``import topology`` does not
+need it and only a durable state directory needs Linux or macOS.
+
+The lock file is created 0o600. :meth:`DirectoryLock.record_holder`, the first change to a
+locked state directory, also makes the directory owner-only (``layout.make_private``): only
+a directory that was accepted as a state directory is ever changed.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import io
 import os
 from pathlib import Path
 
 from .errors import StateDirectoryError, StateLockedError, describe_os_error
+from .layout import make_private, restrict_descriptor
 
 __all__ = ("DirectoryLock",)
 
@@ -50,7 +57,15 @@ class DirectoryLock:
         :raises StateLockedError: another live ``StateDB`` holds the lock (its pid is named).
         :raises StateDirectoryError: the lock file cannot be created or opened (permissions,
             a symbolic link in its place, a read-only file system ...).
+        :raises ImportError: not a POSIX system (no ``fcntl``, e.g. Windows).
         """
+        try:
+            import fcntl
+        except ImportError as exc:
+            raise ImportError(
+                "a durable state directory needs a POSIX system (Linux, macOS): its lock uses "
+                "fcntl.flock, which this platform lacks"
+            ) from exc
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
             fd = os.open(directory / lock_name, flags, 0o600)
@@ -74,11 +89,18 @@ class DirectoryLock:
         return cls(directory, fd, lock_name)
 
     def record_holder(self, operation: str) -> None:
-        """Write this process's id into the lock file, for competitors' error messages.
+        """Make the directory owner-only, then write this process's id into the lock file.
 
-        :raises StateDirectoryError: the lock file cannot be written (e.g. a full disk).
+        The directory, ``db/``, the marker and the commit file lose their group and other
+        permission bits (``layout.make_private``), and so does the lock file; the id is for
+        competitors' error messages.
+
+        :raises StateDirectoryError: the lock file cannot be written (e.g. a full disk), or an
+            entry is looser than owner-only and belongs to another user.
         """
         assert self._file is not None, "the lock was released"
+        make_private(self.directory, operation)
+        restrict_descriptor(self._file.fileno(), self.directory / self._name, operation)
         try:
             self._file.truncate(0)
             os.pwrite(self._file.fileno(), f"{os.getpid()}\n".encode(), 0)
