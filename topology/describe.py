@@ -26,13 +26,14 @@ runtime matter and does not change the description.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .runtime.graph import GraphNode
     from .topology import Topology
 
-__all__ = ("describe_topology", "java_hash_order")
+__all__ = ("DescribedNode", "describe_topology", "java_hash_order", "walk_topology")
 
 
 def _java_string_hash(text: str) -> int:
@@ -236,8 +237,25 @@ def _node_groups(topology: Topology) -> list[list[GraphNode]]:
     return list(groups.values())
 
 
-def _describe_group(nodes: list[GraphNode]) -> list[str]:
-    """The lines of one sub-topology's nodes, as Kafka connects, sizes and sorts them."""
+@dataclass(frozen=True)
+class DescribedNode:
+    """One node as ``describe()`` prints it, with every list in Kafka's printed order.
+
+    ``topics``: a source's topics (``java.util.HashSet`` order) or a sink's one topic, empty
+    for a processor; ``stores``: a processor's stores (``HashSet`` order), empty otherwise;
+    ``successors`` and ``predecessors``: node names as Kafka's ``TreeSet`` s iterate them.
+    """
+
+    kind: str  # "source" | "processor" | "sink"
+    name: str
+    topics: tuple[str, ...]
+    stores: tuple[str, ...]
+    successors: tuple[str, ...]
+    predecessors: tuple[str, ...]
+
+
+def _walk_group(nodes: list[GraphNode]) -> list[DescribedNode]:
+    """One sub-topology's nodes, as Kafka connects, sizes and sorts them."""
     size = {n.name: 1 for n in nodes}
     by_name = {n.name: n for n in nodes}
 
@@ -265,21 +283,42 @@ def _describe_group(nodes: list[GraphNode]) -> list[str]:
             successors[parent.name].add(name)
             grow(parent.name, size[name])
     ranked = sorted(by_name, key=lambda n: (-size[n], _java_order_key(n)))
-    lines = []
+    walked = []
     for name in ranked:
         node = by_name[name]
-        after = ", ".join(successors[name]) or "none"
-        before = ", ".join(predecessors[name]) or "none"
+        topics: tuple[str, ...] = ()
+        stores: tuple[str, ...] = ()
         if node.kind == "source":
-            topics = ", ".join(java_hash_order(node.topics))
-            lines.append(f"    Source: {name} (topics: [{topics}])\n      --> {after}")
+            topics = tuple(java_hash_order(node.topics))
         elif node.kind == "sink":
-            lines.append(f"    Sink: {name} (topic: {node.topics[0]})\n      <-- {before}")
+            topics = (node.topics[0],)
         else:
-            stores = ", ".join(java_hash_order(node.stores))
-            lines.append(f"    Processor: {name} (stores: [{stores}])\n      --> {after}\n"
-                         f"      <-- {before}")
-    return lines
+            stores = tuple(java_hash_order(node.stores))
+        walked.append(DescribedNode(node.kind, name, topics, stores, tuple(successors[name]),
+                                    tuple(predecessors[name])))
+    return walked
+
+
+def walk_topology(topology: Topology) -> list[list[DescribedNode]]:
+    """The sub-topologies of ``topology`` as ``describe()`` numbers them, nodes in its order.
+
+    The one walk behind :func:`describe_topology` and the pictures
+    (:mod:`topology.pictures`): the text and the drawings cannot disagree.
+    """
+    return [_walk_group(group) for group in _node_groups(topology)]
+
+
+def _node_lines(node: DescribedNode) -> str:
+    after = ", ".join(node.successors) or "none"
+    before = ", ".join(node.predecessors) or "none"
+    if node.kind == "source":
+        topics = ", ".join(node.topics)
+        return f"    Source: {node.name} (topics: [{topics}])\n      --> {after}"
+    if node.kind == "sink":
+        return f"    Sink: {node.name} (topic: {node.topics[0]})\n      <-- {before}"
+    stores = ", ".join(node.stores)
+    return (f"    Processor: {node.name} (stores: [{stores}])\n      --> {after}\n"
+            f"      <-- {before}")
 
 
 def describe_topology(topology: Topology) -> str:
@@ -289,9 +328,9 @@ def describe_topology(topology: Topology) -> str:
     by three spaces, the others by two, as Kafka prints them), its nodes and a blank line.
     """
     out = ["Topologies:\n "]
-    for i, group in enumerate(_node_groups(topology)):
+    for i, group in enumerate(walk_topology(topology)):
         out.append(f"  Sub-topology: {i}\n")
-        for line in _describe_group(group):
-            out.append(line + "\n")
+        for node in group:
+            out.append(_node_lines(node) + "\n")
         out.append("\n")
     return "".join(out)
