@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -186,9 +187,12 @@ class ForeachBatchRunner:
         self._wall_ms = self._clock.now_ms()
         self._remote_uri = _uri(state_dir)
         self._temporary: Path | None = None
+        self._cleanup: weakref.finalize[Any, Any] | None = None
         if self._remote_uri is not None:
             if local_dir is None:
                 self._temporary = Path(tempfile.mkdtemp(prefix="topology-runner-"))
+                # removed at close(), or when the runner is collected or the process exits
+                self._cleanup = weakref.finalize(self, shutil.rmtree, self._temporary, True)
                 local_dir = self._temporary
             local: str | os.PathLike[str] | None = local_dir
         else:
@@ -403,9 +407,9 @@ class ForeachBatchRunner:
         try:
             self._close_engine()
         finally:
-            temporary, self._temporary = self._temporary, None
-            if temporary is not None:
-                shutil.rmtree(temporary, ignore_errors=True)
+            self._temporary = None
+            if self._cleanup is not None:
+                self._cleanup()
 
     def __enter__(self) -> ForeachBatchRunner:
         return self
