@@ -24,8 +24,24 @@ Two levels:
 Targets: spilling throughput >= 0.3x the unbounded run; spilling peak RSS <= 1.2x base, while
 the unbounded run's RSS grows with the key count.
 
+A third level, ``reopen`` (not part of ``both``), measures what reopening a spilled buffer
+costs (issue 20): a child fills a buffer bounded to ``--bound-mb`` MB (``max_bytes``, Kafka's
+estimate) in a task's durable state database until ``--spill-mb`` MB are buffered,
+checkpointing and committing every 10 k puts as a durable task does, and reports the
+database's size on disk; then, each in a fresh child, ``empty`` restores a buffer from an empty
+database (the interpreter, the imports and an open database: the reference), ``lazy``
+restores the spilled one (:meth:`~suppress.spill.SpillingBuffer.restore`) and evicts its first
+``--evict`` entries (committing every 10 k), ``traced`` restores it under ``tracemalloc``, and
+``eager`` reads every entry back into a sorted list as the node image restore of
+``topology/runtime/processors/suppress.py`` does. Each reports its RSS once the database is
+open and once restored, and its peak RSS (``traced`` also tracemalloc's peak, whose own
+records inflate its RSS). ``--options``: the database's RocksDB options, ``spill``
+(``spill_options()``, as the spill tier has them; the default) or RocksDB's defaults. Target:
+``lazy`` - ``empty`` < 60 MB at 150 MB spilled under a 5 MB bound.
+
 Usage: ``python benchmarks/spill.py [--updates N] [--keys K] [--bound B] [--windows W]
-[--level driver|engine|both]``.
+[--level driver|engine|both|reopen] [--spill-mb S] [--bound-mb M] [--evict E]
+[--options spill|default]``.
 """
 
 from __future__ import annotations
@@ -41,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,7 +68,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's packages
 from suppress import BufferConfig, Suppressed  # noqa: E402
 from suppress.entry import RecordContext  # noqa: E402
 from suppress.processor import SuppressProcessor  # noqa: E402
-from suppress.spill import SpillBackend  # noqa: E402
+from suppress.spill import SpillBackend, SpillingBuffer  # noqa: E402
 from topology import StreamsBuilder, TimeWindows, TopologyTestDriver, Window, Windowed  # noqa: E402
 from topology.runtime.state_dir import TaskStateDir, spill_options  # noqa: E402
 from topology.serde import fallback_value_bytes, windowed_serializer  # noqa: E402
@@ -150,8 +167,111 @@ def run_engine(run: str, updates: int, keys: int, bound: int, windows: int,
     return digest
 
 
+REOPEN_COMMIT_EVERY = 10_000  # puts between two commits, as a durable task's default
+
+
+def reopen_buffer(state: TaskStateDir, bound_bytes: int) -> SpillingBuffer:
+    """A spilling buffer kept across restarts, its disk tier a keyspace of ``state``.
+
+    Time limits' layout (two disk areas, buffer times per put): the larger of the two.
+    """
+    backend = SpillBackend(lambda: state.keyspace("spill.bench"), lambda: None, codec.encode,
+                           codec.decode)
+    return SpillingBuffer(bytes, bytes, None, bound_bytes, backend)
+
+
+def reopen_state(state_dir: str, options: str) -> TaskStateDir:
+    """The task's state database: ``spill`` options (as the spill tier's), or RocksDB's."""
+    return TaskStateDir(state_dir, "bench", "0_0", spill_options if options == "spill" else None)
+
+
+def rss_mb() -> float:
+    """This process's resident set now, in MB."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def reopen_fill(state_dir: str, spill_mb: float, bound_mb: float,
+                options: str) -> dict[str, Any]:
+    """Fill a durable buffer up to ``spill_mb`` MB, checkpointing and committing as a task."""
+    state = reopen_state(state_dir, options)
+    buffer = reopen_buffer(state, int(bound_mb * 1e6))
+    rng = random.Random(7)
+    target, i = int(spill_mb * 1e6), 0
+    try:
+        while buffer.size_bytes < target:
+            # random keys, times rising with noise: entries land in both tiers
+            key = b"user-%012d" % rng.randrange(10**12)
+            value = b"v" * rng.randrange(40, 120)
+            buffer.put(i // 4 + rng.randrange(1000), key, value, None,
+                       RecordContext(i, i, "in"))
+            i += 1
+            if i % REOPEN_COMMIT_EVERY == 0:
+                buffer.checkpoint()
+                state.commit()
+        buffer.checkpoint()
+        state.commit()
+        figures = {"entries": buffer.num_records, "buffered_mb": buffer.size_bytes / 1e6,
+                   "memory_records": buffer.memory_records}
+    finally:
+        state.close()
+    db = Path(state_dir) / "bench" / "0_0"
+    figures["disk_mb"] = sum(f.stat().st_size for f in db.rglob("*") if f.is_file()) / 1e6
+    return figures
+
+
+def reopen(run: str, state_dir: str, bound_mb: float, evict: int,
+           options: str) -> dict[str, Any]:
+    """Reopen the buffer ``reopen_fill`` left (``empty``: an empty database) as ``run`` does.
+
+    ``lazy`` and ``empty`` then evict ``evict`` entries, checkpointing and committing every
+    10 k, as a task that emits them as records come. ``traced`` restores as ``lazy``, under
+    ``tracemalloc`` (whose own records take RSS: the other runs do not trace).
+    """
+    state = reopen_state(state_dir, options)
+    figures: dict[str, Any] = {}
+    evicted = 0
+    try:
+        state.keyspace("spill.bench")  # the database open: part of the reference
+        figures["open_rss_mb"] = rss_mb()
+        if run == "traced":
+            tracemalloc.start()
+        buffer = reopen_buffer(state, int(bound_mb * 1e6))
+        buffer.restore()
+        count = buffer.num_records
+        figures["restore_rss_mb"] = rss_mb()
+        if run == "traced":
+            figures["traced_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+            tracemalloc.stop()
+        elif run == "eager":  # as the node image restore: every entry decoded, then sorted
+            entries = [(e.time, e.key_bytes, e.key, e.new, e.old, e.prior, tuple(e.context))
+                       for e in buffer]
+            entries.sort(key=lambda e: (e[0], e[1]))
+        else:
+            while evicted < evict and buffer.num_records:
+                evicted += buffer.evict_over(count - evicted - REOPEN_COMMIT_EVERY, None,
+                                             lambda e: None)
+                buffer.checkpoint()
+                state.commit()
+    finally:
+        state.close()
+    figures.update(entries=count, evicted=evicted)
+    return figures
+
+
 def child(args: argparse.Namespace) -> None:
     """Run one benchmark in this process and print its figures as JSON."""
+    if args.level == "reopen":
+        start_cpu = time.process_time()
+        if args.child == "fill":
+            figures = reopen_fill(args.state_dir, args.spill_mb, args.bound_mb, args.options)
+        else:
+            figures = reopen(args.child, args.state_dir, args.bound_mb, args.evict,
+                             args.options)
+        figures["cpu"] = time.process_time() - start_cpu
+        figures["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(figures))
+        return
     state_dir = tempfile.mkdtemp(prefix="spill-bench-")
     try:
         fn = run_driver if args.level == "driver" else run_engine
@@ -170,7 +290,11 @@ def spawn(level: str, run: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run ``run`` at ``level`` in a child process; its figures."""
     command = [sys.executable, __file__, "--child", run, "--level", level,
                "--updates", str(args.updates), "--keys", str(args.keys),
-               "--bound", str(args.bound), "--windows", str(args.windows)]
+               "--bound", str(args.bound), "--windows", str(args.windows),
+               "--spill-mb", str(args.spill_mb), "--bound-mb", str(args.bound_mb),
+               "--evict", str(args.evict), "--options", args.options]
+    if args.state_dir:
+        command += ["--state-dir", args.state_dir]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -203,17 +327,60 @@ def report(level: str, runs: list[str], args: argparse.Namespace) -> None:
               f"unbounded / base: {unbounded['rss_mb'] / base:.2f}x")
 
 
+def report_reopen(args: argparse.Namespace) -> None:
+    """Fill a durable spilled buffer, then reopen it lazily, eagerly, and an empty one."""
+    spilled = tempfile.mkdtemp(prefix="spill-reopen-")
+    empty = tempfile.mkdtemp(prefix="spill-reopen-empty-")
+    try:
+        args.state_dir = spilled
+        fill = spawn("reopen", "fill", args)
+        print(f"\nreopen: {fill['entries']:,} entries, {fill['buffered_mb']:.0f} MB buffered "
+              f"(Kafka's estimate) under a {args.bound_mb:g} MB bound "
+              f"({fill['memory_records']:,} in memory); database on disk "
+              f"{fill['disk_mb']:.0f} MB; filled in {fill['cpu']:.0f} s cpu")
+        runs = {}
+        for run in ["empty", "eager", "traced", "lazy"]:  # lazy last: it evicts
+            args.state_dir = empty if run == "empty" else spilled
+            runs[run] = spawn("reopen", run, args)
+        print(f"  RocksDB options: {args.options}; MiB below (traced: tracemalloc's peak)")
+        print(f"  {'run':<8} {'RSS open':>9} {'RSS restored':>13} {'peak RSS':>9} "
+              f"{'traced':>7} {'cpu s':>7} {'entries':>10} {'evicted':>9}")
+        for run, r in runs.items():
+            print(f"  {run:<8} {r['open_rss_mb']:>9.1f} {r['restore_rss_mb']:>13.1f} "
+                  f"{r['rss_mb']:>9.1f} {r.get('traced_mb', 0):>7.1f} {r['cpu']:>7.2f} "
+                  f"{r['entries']:>10,} {r['evicted']:>9,}")
+        lazy, base = runs["lazy"], runs["empty"]
+        restored = lazy["restore_rss_mb"] - base["restore_rss_mb"]
+        peak = lazy["rss_mb"] - base["rss_mb"]
+        eager = runs["eager"]["rss_mb"] - base["rss_mb"]
+        print(f"  lazy reopen over an empty state: {restored:.1f} MiB RSS once restored, "
+              f"{peak:.1f} MiB peak RSS with {lazy['evicted']:,} evictions (target < 60 MB); "
+              f"eager: {eager:.1f} MiB peak RSS")
+    finally:
+        shutil.rmtree(spilled, ignore_errors=True)
+        shutil.rmtree(empty, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--updates", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--bound", type=int, default=10_000)
     parser.add_argument("--windows", type=int, default=4)
-    parser.add_argument("--level", choices=["driver", "engine", "both"], default="both")
+    parser.add_argument("--level", choices=["driver", "engine", "both", "reopen"],
+                        default="both")
+    parser.add_argument("--spill-mb", type=float, default=150.0)
+    parser.add_argument("--bound-mb", type=float, default=5.0)
+    parser.add_argument("--evict", type=int, default=100_000)
+    parser.add_argument("--options", choices=["spill", "default"], default="spill")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--state-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
+        return
+    if args.level == "reopen":
+        report_reopen(args)
         return
     if args.level in ("engine", "both"):
         report("engine", ["base", "unbounded", "spill"], args)

@@ -41,6 +41,16 @@ injected ``commit`` every :attr:`SpillingBuffer.COMMIT_EVERY` writes so that the
 up, and the owner of the store commits at its own boundaries as well. Each commit falls
 between two operations, so the two areas on disk always agree.
 
+**Restarts.** For a buffer kept across restarts the store is the durable copy, and the only
+one: :meth:`SpillingBuffer.checkpoint` writes the memory tier's entries changed since the last
+checkpoint (``b"m" + key bytes -> record``) and the disk tier's count and bytes into the
+store, whose owner then commits it with the rest of its state (and passes a ``commit`` that
+commits nothing in between, so that the store on disk is always as of a checkpoint). A new
+buffer over that store takes it back with :meth:`SpillingBuffer.restore`, which reads the
+memory tier's image and the figures, not the disk tier: the disk tier stays where it is and is
+read lazily, in order, as eviction reaches it. Reopening costs the memory bound plus a
+constant, whatever is spilled.
+
 Runtime complexity: a put to a key in memory O(1) (O(log m) for a new key, m entries in
 memory); to a key not in memory, a share of a batched read, then one write (two for a new
 key). Evicting the head O(log m) from memory; from disk, a share of a range scan and of a
@@ -60,15 +70,23 @@ from .buffer import serialized_key
 from .entry import BufferedEntry, RecordContext, context_size, entry_size
 from .errors import LONG_MAX
 from .spill_record import (
+    ENTRY_END,
     ENTRY_PREFIX,
+    KEYED,
+    MEMORY_END,
+    MEMORY_PREFIX,
     ORDER_END,
     ORDER_KEY_PREFIX_LEN,
     ORDER_START,
+    STATS_KEY,
+    TRACKED,
     RecordCodec,
     SpillFormatError,
     order_key,
+    pack_stats,
     record_size,
     time_of_order,
+    unpack_stats,
 )
 
 __all__ = ("OrderedByteStore", "SpillBackend", "SpillingBuffer")
@@ -120,8 +138,12 @@ class OrderedByteStore(Protocol):
 class SpillBackend:
     """What a spilling buffer gets from its runtime.
 
-    :param open_store: opens the buffer's own, empty store; called once, at the first spill.
-    :param commit: makes the store's pending writes durable (and frees their memory).
+    :param open_store: opens the buffer's own store; called once, at the first spill (or
+        checkpoint, or restore). Empty, unless the buffer is to :meth:`~SpillingBuffer.restore`
+        what it holds.
+    :param commit: makes the store's pending writes durable (and frees their memory). For a
+        buffer kept across restarts (see :meth:`~SpillingBuffer.checkpoint`), a function that
+        commits nothing: the owner commits the store, after a checkpoint.
     :param encode: bytes of a key or value (the record writes ``None``, 64-bit ints, ``str``
         and ``bytes`` itself, and hands anything else here); raises for one it cannot write.
     :param decode: the object :attr:`encode` wrote.
@@ -202,6 +224,9 @@ class SpillingBuffer:
         self._writes = 0  # store writes since the last commit
         self._staged: dict[bytes, _Staged] = {}  # puts not yet looked up on disk
         self._stage = not self._track_bytes  # a size needs the disk record: no staging
+        self._image: set[bytes] | None = None
+        """Key bytes whose memory-tier entry changed (or came or left) since the last
+        checkpoint; ``None`` before the first checkpoint or restore (nothing is tracked)."""
 
     # -- adding ------------------------------------------------------------------------------
 
@@ -241,6 +266,9 @@ class SpillingBuffer:
                 size = self._size_of(key_bytes, entry.prior, old, new, context)
                 self._memory_bytes += size - entry.size
                 entry.size = size
+            image = self._image
+            if image is not None:
+                image.add(key_bytes)
             entry.new = new
             entry.old = old
             entry.context = context
@@ -278,6 +306,9 @@ class SpillingBuffer:
         self._memory[key_bytes] = entry
         self._order.add((time, key_bytes))
         self._memory_bytes += entry.size
+        image = self._image
+        if image is not None:
+            image.add(key_bytes)
         if time < self._min:
             self._min = time
         if self._over():
@@ -357,12 +388,14 @@ class SpillingBuffer:
         Each is encoded before it leaves memory: if the codec raises, it stays there (the
         memory tier is then over its bound, and nothing is lost).
         """
-        memory, order = self._memory, self._order
+        memory, order, image = self._memory, self._order, self._image
         while memory and self._over():
             entry = memory[order[-1][1]]
             record = self._record(entry)
             order.pop()
             del memory[entry.key_bytes]
+            if image is not None:
+                image.add(entry.key_bytes)
             self._memory_bytes -= entry.size
             self._write_new(entry.time, entry.key_bytes, entry.size, record)
         self._reset_min()
@@ -378,11 +411,7 @@ class SpillingBuffer:
 
         ``order``: its order key, if the caller has it.
         """
-        store = self._store
-        if store is None:
-            store = self._store = self._backend.open_store()
-            self._get = store.get
-            self._put = store.put
+        store = self._open()
         if order is None:
             order = order_key(time, key_bytes)
         if self._keyed:
@@ -398,6 +427,15 @@ class SpillingBuffer:
             if not self._memory:
                 self._min = time
         self._wrote(1 if self._keyed else 2)
+
+    def _open(self) -> OrderedByteStore:
+        """The store, opened at the first call."""
+        store = self._store
+        if store is None:
+            store = self._store = self._backend.open_store()
+            self._get = store.get
+            self._put = store.put
+        return store
 
     def _refill(self) -> None:
         """Move the disk tier's first entries up to the (empty) memory tier, while they fit.
@@ -426,6 +464,8 @@ class SpillingBuffer:
                 self._disk_head = reader.advance()
         finally:
             self._order.update(moved)
+            if self._image is not None:
+                self._image.update(key_bytes for _, key_bytes in moved)
             self._reset_min()
 
     def _reader(self) -> _DiskReader:
@@ -462,6 +502,125 @@ class SpillingBuffer:
             head = self._disk_head
             self._min = LONG_MAX if head is None else time_of_order(head)
 
+    # -- restarts ----------------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write into the store what a restart needs of this buffer beyond its disk tier.
+
+        That is the memory tier's entries changed since the last checkpoint (every one at
+        the first), ``b"m" + key bytes -> record``, the image of a key that left memory
+        deleted, and the disk tier's count and bytes; staged puts are resolved first. The
+        writes are pending in the store: its owner commits them with the rest of its state,
+        and the store then holds the whole buffer, each entry once (the memory image and the
+        disk tier hold different keys). From the first checkpoint on, the buffer notes the
+        keys whose memory-tier entry changes.
+
+        Runtime complexity: O(d) encodings and writes for the d keys whose memory-tier entry
+        changed since the last checkpoint (the m entries of the memory tier at the first).
+
+        :raises Exception: whatever the codec raises for an entry it cannot write: the
+            checkpoint is incomplete (its writes are not to be committed), and the next one
+            writes again everything this one had to.
+        """
+        self._flush()
+        store = self._open()
+        memory = self._memory
+        image = self._image
+        for key_bytes in (memory if image is None else image):
+            entry = memory.get(key_bytes)
+            if entry is None:
+                store.delete(MEMORY_PREFIX + key_bytes)
+            else:
+                store.put(MEMORY_PREFIX + key_bytes, self._record(entry))
+        store.put(STATS_KEY, pack_stats(self._flags(), self._disk_count, self._disk_bytes))
+        self._image = set()
+
+    def restore(self) -> None:
+        """Take back the buffer that the store holds as of its last (committed) checkpoint.
+
+        For a new buffer, before anything else. Reads the memory tier's image (no more than
+        the memory tier held) and the disk tier's figures and head; the disk tier stays on
+        disk, its entries read in order, in batches, as eviction reaches them. A memory tier
+        over this buffer's bounds (smaller than they were) sends its newest entries down to
+        disk; an empty one is filled from the disk's head, as after an eviction. An empty
+        store is an empty buffer. Records with sizes keep them: the buffer then tracks bytes.
+
+        Runtime complexity: O(m log m) for the m entries of the memory image, plus two seeks.
+        A store without figures (never checkpointed) is counted by one scan of its disk tier,
+        in O(1) memory.
+
+        :raises SpillFormatError: for a store of the other layout (buffer times a function of
+            the key, or not), records without sizes for a buffer that tracks bytes, or
+            records this version did not write.
+        """
+        assert not self._memory and not self._staged and self._store is None, \
+            "restore is for a new buffer"
+        store = self._open()
+        stats = store.get(STATS_KEY)
+        if stats is None:
+            count, size = self._count_disk()
+            sized = False  # the memory image's sizes, if any, are recomputed
+        else:
+            flags, count, size = unpack_stats(stats)
+            if bool(flags & KEYED) != self._keyed:
+                raise SpillFormatError(
+                    "the spill store was written by a buffer whose buffer times "
+                    f"{'were' if flags & KEYED else 'were not'} a function of the key, and "
+                    f"this one's {'are' if self._keyed else 'are not'}: another suppression")
+            sized = bool(flags & TRACKED)
+            if sized:
+                self._track_bytes, self._stage = True, False  # the sizes are there: kept
+            elif self._track_bytes and count:
+                raise SpillFormatError(
+                    "the spill store holds entries without sizes, and this buffer tracks bytes "
+                    "(a max_bytes bound, or debug metrics, that the buffer did not have when it "
+                    "was written)")
+        self._disk_count, self._disk_bytes = count, size
+        first = next(store.items(ORDER_START, ORDER_END), None)
+        self._disk_head = None if first is None else first[0]
+        memory, codec = self._memory, self._codec
+        resized: set[bytes] = set()  # entries whose image has another size: rewritten
+        for key, record in store.items(MEMORY_PREFIX, MEMORY_END):
+            entry = codec.entry(key[1:], record)
+            if not self._track_bytes or not sized:
+                entry_size = self._entry_size(entry) if self._track_bytes else 0
+                if entry_size != entry.size:
+                    entry.size = entry_size
+                    resized.add(entry.key_bytes)
+            memory[entry.key_bytes] = entry
+            self._memory_bytes += entry.size
+        self._order.update((entry.time, key_bytes) for key_bytes, entry in memory.items())
+        self._image = resized
+        self._reset_min()
+        if self._over():
+            self._spill_tail()
+        elif not memory and self._disk_count:
+            self._refill()
+
+    def _flags(self) -> int:
+        """The layout flags of this buffer's stats (see :func:`~.spill_record.pack_stats`)."""
+        return (KEYED if self._keyed else 0) | (TRACKED if self._track_bytes else 0)
+
+    def _count_disk(self) -> tuple[int, int]:
+        """The disk tier's count and bytes, by one scan (O(1) memory).
+
+        Only when its records carry sizes: otherwise the bytes of an untracked buffer.
+        """
+        store = self._store
+        assert store is not None
+        area = (store.items(ORDER_START, ORDER_END) if self._keyed
+                else store.items(ENTRY_PREFIX, ENTRY_END))
+        count = size = 0
+        for _key, record in area:
+            count += 1
+            size += record_size(record)
+        if size and not self._track_bytes:
+            self._track_bytes, self._stage = True, False
+        elif self._track_bytes and count and not size:
+            raise SpillFormatError("the spill store holds entries without sizes, and this "
+                                   "buffer tracks bytes")
+        return count, size
+
     # -- removing ----------------------------------------------------------------------------
 
     def _evict_memory_head(self, callback: EvictCallback) -> None:
@@ -471,6 +630,8 @@ class SpillingBuffer:
         callback(entry)
         order.pop(0)
         del self._memory[entry.key_bytes]
+        if self._image is not None:
+            self._image.add(entry.key_bytes)
         self._memory_bytes -= entry.size
         self._reset_min()
 
@@ -690,15 +851,17 @@ class SpillingBuffer:
             return
         orders = [o for o, _ in store.items(ORDER_START, ORDER_END)]
         time_of = self._time_of
+        tier = [k for k, _ in store.items()
+                if not MEMORY_PREFIX <= k < MEMORY_END and k != STATS_KEY]
         if time_of is not None:
             records = {o[_SKIP:]: v for o, v in store.items(ORDER_START, ORDER_END)}
-            assert [k for k, _ in store.items()] == orders, "foreign keys in the store"
+            assert tier == orders, "foreign keys in the store"
             for o in orders:
                 key = self._codec.entry(o[_SKIP:], records[o[_SKIP:]]).key
                 assert time_of(key) == time_of_order(o), "an entry not at its key's time"
         else:
-            records = {k[1:]: v for k, v in store.items(ENTRY_PREFIX, ORDER_START)}
-            assert [k for k, _ in store.items()] == sorted(
+            records = {k[1:]: v for k, v in store.items(ENTRY_PREFIX, ENTRY_END)}
+            assert tier == sorted(
                 [ENTRY_PREFIX + k for k in records] + orders), "foreign keys in the store"
         assert len(orders) == len(records) == self._disk_count, "disk count drifted"
         assert sorted(o[_SKIP:] for o in orders) == sorted(records), "disk areas disagree"
@@ -716,6 +879,15 @@ class SpillingBuffer:
             if self._track_bytes:
                 assert entry.size == self._entry_size(entry), "stale spilled entry size"
         assert disk_bytes == self._disk_bytes, "disk bytes drifted"
+        image = {k[1:]: v for k, v in store.items(MEMORY_PREFIX, MEMORY_END)}
+        changed = self._image
+        if changed is None:
+            assert not image, "a memory image before the first checkpoint"
+            return
+        for key_bytes, entry in memory.items():  # the image is the memory tier, but changes
+            if key_bytes not in changed:
+                assert image.get(key_bytes) == self._record(entry), "stale memory image"
+        assert set(image) <= set(memory) | changed, "an image of a key not in memory"
 
 
 class _DiskReader:

@@ -6,6 +6,11 @@ the time and unsigned for the key. When a key's buffer time is a function of the
 results), the order key's value is the entry's record; otherwise it is empty and the record
 is under ``b"e" | key bytes`` (:data:`ENTRY_PREFIX`).
 
+**Checkpoint** (:meth:`~suppress.spill.SpillingBuffer.checkpoint`): a buffer kept across
+restarts also writes its memory tier, ``b"m" | key bytes -> record`` (:data:`MEMORY_PREFIX`),
+and its disk tier's figures under :data:`STATS_KEY` (:func:`pack_stats`), so that the store
+alone holds the whole buffer, each entry once.
+
 **Entry record** (:class:`RecordCodec`), version 1, integers big-endian and signed::
 
     header   version (1) | length of the stable part (4) | buffer time (8) | size (8)
@@ -37,15 +42,22 @@ from typing import Any, Final
 from .entry import BufferedEntry, RecordContext
 from .errors import SuppressError
 
-__all__ = ("ENTRY_PREFIX", "FORMAT_VERSION", "ORDER_END", "ORDER_KEY_PREFIX_LEN", "ORDER_START",
-           "RecordCodec", "SpillFormatError",
-           "order_key", "record_size", "time_of_order")
+__all__ = ("ENTRY_END", "ENTRY_PREFIX", "FORMAT_VERSION", "KEYED", "MEMORY_END",
+           "MEMORY_PREFIX", "ORDER_END", "ORDER_KEY_PREFIX_LEN", "ORDER_START", "STATS_KEY",
+           "TRACKED", "RecordCodec", "SpillFormatError", "order_key", "pack_stats",
+           "record_size", "time_of_order", "unpack_stats")
 
 FORMAT_VERSION: Final = 1
 """The record format this module writes and reads."""
 
 ENTRY_PREFIX: Final = b"e"
 """First byte of an entry key: ``b"e" + key bytes`` (the two-area layout)."""
+ENTRY_END: Final = b"f"
+MEMORY_PREFIX: Final = b"m"
+"""First byte of a checkpointed memory-tier entry: ``b"m" + key bytes -> record``."""
+MEMORY_END: Final = b"n"
+STATS_KEY: Final = b"s"
+"""The disk tier's figures as of the last checkpoint (see :func:`pack_stats`)."""
 ORDER_START: Final = b"o"
 """First byte of an order key; every order key is in ``[ORDER_START, ORDER_END)``."""
 ORDER_END: Final = b"p"
@@ -65,6 +77,11 @@ _LEN: Final = struct.Struct(">I")
 _SIGNED_LEN: Final = struct.Struct(">i")
 _NO_HEADERS: Final = _LEN.pack(0)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_STATS: Final = struct.Struct(">BBqq")  # version, flags, disk count, disk bytes
+KEYED: Final = 1
+"""Stats flag: the one-area layout (buffer times a function of the key)."""
+TRACKED: Final = 2
+"""Stats flag: records carry sizes and their prior's bytes."""
 
 
 class SpillFormatError(SuppressError):
@@ -91,6 +108,30 @@ def time_of_order(order: bytes) -> int:
     """
     value: int = _TIME.unpack_from(order, 1)[0]
     return value - _SIGN
+
+
+def pack_stats(flags: int, count: int, size: int) -> bytes:
+    """The value of :data:`STATS_KEY`: layout ``flags``, disk entries and their bytes.
+
+    >>> unpack_stats(pack_stats(KEYED | TRACKED, 3, 120))
+    (3, 3, 120)
+    """
+    return _STATS.pack(FORMAT_VERSION, flags, count, size)
+
+
+def unpack_stats(data: bytes) -> tuple[int, int, int]:
+    """``(flags, count, bytes)`` from a :data:`STATS_KEY` value.
+
+    :raises SpillFormatError: for stats this version did not write.
+    """
+    try:
+        version, flags, count, size = _STATS.unpack(data)
+    except struct.error as exc:
+        raise SpillFormatError(f"spill stats of {len(data)} bytes, not {_STATS.size}") from exc
+    if version != FORMAT_VERSION:
+        raise SpillFormatError(f"spill stats of format version {version}; this version reads "
+                               f"version {FORMAT_VERSION} only")
+    return flags, count, size
 
 
 def record_size(record: bytes) -> int:
