@@ -80,21 +80,20 @@ def test_created_directories_are_0700_and_files_0600_even_with_a_permissive_umas
     finally:
         os.umask(old)
     app = tmp_path / "state" / APP
-    for directory in (tmp_path / "state", app, app / "0_0", app / "0_0" / "db",
-                      app / "0_0.spill", app / "0_0.spill" / "db"):
+    for directory in (tmp_path / "state", app, app / "0_0", app / "0_0" / "db"):
         assert mode(directory) == 0o700, directory
-    for task in ("0_0", "0_0.spill"):
-        for name in ("STATEDB", "STATEDB.lock", "STATEDB.commit"):
-            assert mode(app / task / name) == 0o600, (task, name)
+    assert not (app / "0_0.spill").exists()  # a durable task's disk tier is in its state
+    for name in ("STATEDB", "STATEDB.lock", "STATEDB.commit"):
+        assert mode(app / "0_0" / name) == 0o600, name
 
 
 def test_loose_existing_app_and_task_directories_are_made_owner_only(tmp_path):
     app = tmp_path / APP
-    for directory in (app, app / "0_0", app / "0_0.spill"):
+    for directory in (app, app / "0_0"):
         directory.mkdir()
         directory.chmod(0o777)
     run(tmp_path)
-    for directory in (app, app / "0_0", app / "0_0.spill"):
+    for directory in (app, app / "0_0"):
         assert mode(directory) == 0o700, directory
 
 

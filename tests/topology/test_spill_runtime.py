@@ -69,15 +69,15 @@ def test_nothing_is_opened_until_something_spills_and_a_temporary_directory_goes
     assert not path.exists() and not path.parent.exists()
 
 
-def test_a_state_dir_holds_the_spill_database_owner_only_and_keeps_it(tmp_path) -> None:
+def test_a_state_dir_holds_the_disk_tier_in_the_tasks_state_owner_only(tmp_path) -> None:
     state_dir = tmp_path / "state" / "nested"
     with TopologyTestDriver(rate_limited(0), {"application_id": "app"}, state_dir) as d:
         d.create_input_topic("in").pipe_input("a", 1, 0)
-        assert d._task.spill_state.path == state_dir / "app" / "0_0.spill"
-    for directory in (tmp_path / "state", state_dir, state_dir / "app",
-                      state_dir / "app" / "0_0.spill"):
+        assert d._task.spill_state.path is None  # no scratch database: it is the task's state
+    for directory in (tmp_path / "state", state_dir, state_dir / "app", state_dir / "app" / "0_0"):
         assert mode(directory) == 0o700, directory
-    with StateDB.open(state_dir / "app" / "0_0.spill") as db:  # a complete state directory
+    assert not (state_dir / "app" / "0_0.spill").exists()
+    with StateDB.open(state_dir / "app" / "0_0") as db:
         keyspace = db.keyspace(spill_keyspace_name("rate-store"))
         assert list(keyspace.items())  # the buffered key, committed when pipe_input returned
 
@@ -90,16 +90,17 @@ def test_an_existing_state_dir_keeps_its_mode(tmp_path) -> None:
     assert mode(tmp_path / "topology-test-driver-app") == 0o700
 
 
-def test_an_earlier_runs_spilled_entries_are_not_read_back(tmp_path) -> None:
-    def outputs() -> list:
-        with TopologyTestDriver(rate_limited(0), state_dir=tmp_path) as d:
-            rows, out = d.create_input_topic("in"), d.create_output_topic("out")
-            for key, ts in [("x", 0), ("y", 5), ("z", 20)]:
-                rows.pipe_input(key, ts, ts)
-            assert d.get_state_store("rate-store").num_records == 1  # z, left at close
-            return out.read_key_values_to_list()
-
-    assert outputs() == outputs() == [("x", 0), ("y", 5)]
+def test_a_durable_spilled_buffer_is_restored_and_continues(tmp_path) -> None:
+    with TopologyTestDriver(rate_limited(0), state_dir=tmp_path) as d:
+        rows, out = d.create_input_topic("in"), d.create_output_topic("out")
+        for key, ts in [("x", 0), ("y", 5), ("z", 20)]:
+            rows.pipe_input(key, ts, ts)
+        assert d.get_state_store("rate-store").num_records == 1  # z, left at close
+        assert out.read_key_values_to_list() == [("x", 0), ("y", 5)]
+    with TopologyTestDriver(rate_limited(0), state_dir=tmp_path) as d:
+        assert d.get_state_store("rate-store").num_records == 1  # z, restored from disk
+        d.create_input_topic("in").pipe_input("w", 40, 40)
+        assert d.create_output_topic("out").read_key_values_to_list() == [("z", 20)]
 
 
 def test_an_application_id_that_cannot_name_a_directory_is_refused_with_a_state_dir(

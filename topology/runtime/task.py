@@ -717,14 +717,18 @@ class Task:
     # -- spilled suppression buffers -----------------------------------------------------------
 
     def spill_keyspace(self, store_name: str) -> Keyspace:
-        """The empty keyspace of suppression buffer ``store_name``'s disk tier.
+        """The keyspace of suppression buffer ``store_name``'s disk tier.
 
-        Opens the task's state directory on first use. Whatever an earlier run left in that
-        keyspace is deleted: buffers are not restored.
+        A durable task keeps it in its state database, committed with the rest of its state
+        (the buffer writes what a restart needs there at each commit, and is restored from
+        it: see ``SpillingBuffer.checkpoint``). Otherwise it lives in the scratch database
+        ``<task>.spill``, and whatever an earlier run left there is deleted.
 
         :raises StateDirectoryError: the state directory cannot be used (see
             :class:`~topology.runtime.state_dir.TaskStateDir`).
         """
+        if self.durable:
+            return self.state.keyspace(spill_keyspace_name(store_name))
         keyspace = self.spill_state.keyspace(spill_keyspace_name(store_name))
         last = next(keyspace.items(reverse=True), None)
         if last is not None:

@@ -16,7 +16,7 @@ from suppress.buffer import serialized_key
 from suppress.config import BufferFullStrategy, Suppressed
 from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
-from suppress.spill import OrderedByteStore, SpillBackend
+from suppress.spill import OrderedByteStore, SpillBackend, SpillingBuffer
 from suppress.time import NO_TIMESTAMP
 
 from ...serde import time_windowed_parts
@@ -76,7 +76,9 @@ class SuppressNodeProcessor(InternalProcessor):
     def init(self, task: Task) -> None:
         """Create the engine and register it as this node's suppression."""
         spill = None
-        if self.suppressed.buffer_config.strategy is BufferFullStrategy.SPILL_TO_DISK:
+        self._spills = (self.suppressed.buffer_config.strategy
+                        is BufferFullStrategy.SPILL_TO_DISK)
+        if self._spills:
             spill = self._spill_backend(task)
         self.engine = SuppressProcessor(
             self.name, self.suppressed, self.delay_ms, self._emit,
@@ -134,7 +136,10 @@ class SuppressNodeProcessor(InternalProcessor):
                     f"holds {'something else' if found is None else 'a ' + found[1]}"
                 ) from exc
 
-        return SpillBackend(open_store, task.commit_state, encode_spilled, decode)
+        # A durable task's disk tier is part of its state, committed with it: the buffer
+        # never commits it mid-step. Otherwise it is scratch space the buffer commits itself.
+        commit = _no_commit if task.durable else task.commit_state
+        return SpillBackend(open_store, commit, encode_spilled, decode)
 
     def change_entry(self) -> ForwardChange:
         """The engine's change entry; :meth:`process_change` when it must see records.
@@ -160,12 +165,13 @@ class SuppressNodeProcessor(InternalProcessor):
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer the change; the engine emits what is due."""
         self._seen += 1
-        if self._durable:
+        if self._durable and not self._spills:
             self._dirty.add(key)
         self.engine.process_change(key, new, old, ctx)
 
     def _emit_durable(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
-        self._dirty.add(key)
+        if not self._spills:
+            self._dirty.add(key)
         self.forward_change(key, new, old, ctx)
 
     def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
@@ -174,8 +180,20 @@ class SuppressNodeProcessor(InternalProcessor):
         The buffer's image lives in the keyspace ``node.<name>``: key bytes -> (buffer time,
         key, new, old, prior, context) through the state codec.
 
+        A spilling buffer keeps its image in its own keyspace, beside its disk tier (see
+        ``SpillingBuffer.checkpoint``): each entry is stored once.
+
         :raises StateCodecError: for a key or value the state codec cannot write.
         """
+        buffer = self.engine.buffer
+        if isinstance(buffer, SpillingBuffer):
+            try:
+                buffer.checkpoint()
+            except StateCodecError as exc:
+                raise StateCodecError(
+                    f"suppression {self.name} cannot keep a buffered entry in the state "
+                    f"directory: {exc}") from exc
+            return self.engine.stream_time
         if self._dirty:
             image = keyspace(self.name)
             buffer = self.engine.buffer
@@ -196,15 +214,26 @@ class SuppressNodeProcessor(InternalProcessor):
         return self.engine.stream_time
 
     def restore(self, state: Any, keyspace: Callable[[str], Any]) -> None:
-        """Take back the stream time and the buffered entries of the last commit."""
+        """Take back the stream time and the buffered entries of the last commit.
+
+        A spilling buffer reopens lazily from its own keyspace, in memory bounded by its
+        bounds (its disk tier stays on disk). Entries are put back one at a time, in any
+        order (the buffer orders them): no list of them all is built.
+        """
         self.engine.stream_time = int(state)
-        entries = [decode(value) for _, value in keyspace(self.name).items()]
-        entries.sort(key=lambda e: (e[0], serialized_key(self.key_serializer, e[1])))
         buffer = self.engine.buffer
-        for time, key, new, old, prior, context in entries:
+        if isinstance(buffer, SpillingBuffer):
+            buffer.restore()
+        image = keyspace(self.name)
+        for _, value in image.items():  # a spilling buffer: an image an older version wrote
+            time, key, new, old, prior, context = decode(value)
             ctx = RecordContext(*context)
             buffer.put(time, key, new, prior, ctx)  # a new entry: its prior is ``prior``
             buffer.put(time, key, new, old, ctx)  # then its latest change
+        if self._spills:
+            last = next(image.items(reverse=True), None)
+            if last is not None:  # now kept in the buffer's own keyspace: stored once
+                image.delete_range(b"", last[0] + b"\x00")
 
     def key_bytes(self, key: Any, data: Any = None) -> bytes:
         """``key``'s bytes, as this suppression's buffer orders it (see ``serialized_key``).
@@ -256,3 +285,7 @@ class SuppressNodeProcessor(InternalProcessor):
 
     def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         self.forward_change(key, new, old, ctx)
+
+
+def _no_commit() -> None:
+    """A durable task's disk tier is committed with the task's state, not by the buffer."""
