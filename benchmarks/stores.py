@@ -24,7 +24,25 @@ session. Results of both sides are compared once per run, untimed.
 Each figure is the median wall time of ``--repeat`` runs, the two sides run back to back each
 time; target: the stores at >= 0.5x raw rocksdict (same work) for get and put of both stores.
 
-Usage: ``python benchmarks/stores.py [--keys N] [--windows W] [--repeat R]``.
+``--memory-order`` runs another benchmark instead: the in-memory stores' key order under
+interleaved writes and range queries. Each store is filled with ``--sizes`` keys (10 k and
+40 k), then ``--ops`` times a new key (a new window for the window store) is written and a
+range query around it read back (about ten results):
+
+* key-value: ``put(key, value)`` then ``list(range(key - 5, key + 5))``;
+* session: ``put(Windowed(key, Window(t, t)), n)`` then ``list(fetch(key - 5, key + 5))``;
+* window: ``put(key, value, start)`` at a new start, then ``list(fetch_all(start - 10 ms,
+  start))``.
+
+The reference is plain Python computing the same results in a tight loop: a dict plus a list
+of key bytes kept sorted with ``bisect.insort``. The stores keep a sorted index
+(sortedcontainers) instead of re-sorting the keys after every write; for context the last
+column is that old scheme (a dict re-sorted at each query), timed on a few operations only.
+Figures are microseconds per write-and-query, the median of ``--repeat`` runs; target: the
+stores at >= 0.3x the reference, flat from 10 k to 40 k keys.
+
+Usage: ``python benchmarks/stores.py [--keys N] [--windows W] [--repeat R]`` or
+``python benchmarks/stores.py --memory-order [--sizes 10000 40000] [--ops K] [--repeat R]``.
 """
 
 from __future__ import annotations
@@ -35,6 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +64,11 @@ from rocksdict import Rdict  # noqa: E402
 
 from topology.serde import Serdes, serializer_of  # noqa: E402
 from topology.state.codec import decode, encode  # noqa: E402
+from topology.state.memory import (  # noqa: E402
+    InMemoryKeyValueStore,
+    InMemorySessionStore,
+    InMemoryWindowStore,
+)
 from topology.state.rocksdb import (  # noqa: E402
     RocksDBKeyValueStore,
     RocksDBWindowStore,
@@ -52,6 +76,7 @@ from topology.state.rocksdb import (  # noqa: E402
     encode_int64,
 )
 from topology.state.rocksdb.statedb import _DEFAULT_OPTIONS  # noqa: E402
+from topology.windows import Window, Windowed  # noqa: E402
 
 _options = _DEFAULT_OPTIONS.factory()
 """The options of every StateDB column family (``StateDB.open`` without options)."""
@@ -163,13 +188,192 @@ def raw_bytes(directory: Path, kv_writes: list[tuple[str, int]], kv_reads: list[
     return rows
 
 
+INT_SER = serializer_of(Serdes.long())
+
+
+def int_bytes(key: int) -> bytes:
+    """The bytes of an int key (``Serdes.long()``), as the references order keys."""
+    return INT_SER(key) or b""
+
+RESORT_OPS = 20
+"""Write-and-query operations the old re-sorting scheme is timed on (it is O(n log n) each)."""
+
+
+def memory_kv(n: int, ops: int) -> tuple[float, list[Any]]:
+    """Key-value store: fill ``n`` even keys, then ``ops`` times put an odd key and range."""
+    store = InMemoryKeyValueStore("kv", INT_SER)
+    for key in range(0, 2 * n, 2):
+        store.put(key, key)
+    list(store.range(0, 1))  # the first range query builds the order (not timed)
+    put, range_ = store.put, store.range
+    news = [2 * (i * n // ops) + 1 for i in range(ops)]
+
+    def run() -> list[Any]:
+        return [list(range_(key - 5, key + 5)) for key in news if put(key, key) is None]
+
+    return timed(run)
+
+
+def memory_kv_reference(n: int, ops: int, resort: bool) -> tuple[float, list[Any]]:
+    """:func:`memory_kv` as a dict and a sorted list of key bytes (``resort``: re-sorted)."""
+    ser = int_bytes
+    data = {key: key for key in range(0, 2 * n, 2)}
+    order = sorted((ser(k), k) for k in data)
+    news = [2 * (i * n // ops) + 1 for i in range(ops)]
+
+    def run() -> list[Any]:
+        nonlocal order
+        out = []
+        for key in news:
+            if key not in data:
+                if resort:
+                    data[key] = key
+                    order = sorted(((ser(k), k) for k in data), key=lambda p: p[0])
+                else:
+                    insort(order, (ser(key), key))
+            data[key] = key
+            lo, hi = ser(key - 5), ser(key + 5)
+            first = bisect_left(order, (lo,))
+            last = bisect_right(order, (hi, float("inf")))
+            out.append([(k, data[k]) for _, k in order[first:last]])
+        return out
+
+    return timed(run)
+
+
+def memory_sessions(n: int, ops: int) -> tuple[float, list[Any]]:
+    """Session store: ``n`` keys with a session each, then new keys and key-range fetches."""
+    store = InMemorySessionStore("s", INT_SER, retention_ms=10**9)
+    for key in range(0, 2 * n, 2):
+        store.put(Windowed(key, Window(key, key)), key)
+    list(store.fetch(0, 1))
+    put, fetch = store.put, store.fetch
+    news = [2 * (i * n // ops) + 1 for i in range(ops)]
+
+    def run() -> list[Any]:
+        out = []
+        for key in news:
+            put(Windowed(key, Window(key, key)), key)
+            out.append([(w.key, w.window.end, v) for w, v in fetch(key - 5, key + 5)])
+        return out
+
+    return timed(run)
+
+
+def memory_sessions_reference(n: int, ops: int) -> tuple[float, list[Any]]:
+    """:func:`memory_sessions` as a dict key bytes -> sessions and a sorted list of bytes."""
+    ser = int_bytes
+    data: dict[bytes, tuple[int, list[tuple[int, int, int]]]] = {
+        ser(key): (key, [(key, key, key)]) for key in range(0, 2 * n, 2)}
+    order = sorted(data)
+    news = [2 * (i * n // ops) + 1 for i in range(ops)]
+
+    def run() -> list[Any]:
+        out = []
+        for key in news:
+            kb = ser(key)
+            if kb not in data:
+                data[kb] = (key, [])
+                insort(order, kb)
+            insort(data[kb][1], (key, key, key))
+            found = []
+            for i in range(bisect_left(order, ser(key - 5)), bisect_right(order, ser(key + 5))):
+                k, sessions = data[order[i]]
+                found += [(k, end, v) for end, _, v in sessions]
+            out.append(found)
+        return out
+
+    return timed(run)
+
+
+def memory_windows(n: int, ops: int) -> tuple[float, list[Any]]:
+    """Window store: ``n`` windows of one key each, then new windows and time-range fetches."""
+    store = InMemoryWindowStore("w", INT_SER, 10, 10**9)
+    for start in range(0, 20 * n, 20):
+        store.put(start, start, start)
+    list(store.fetch_all(0, 0))
+    put, fetch_all = store.put, store.fetch_all
+    news = [20 * (i * n // ops) + 10 for i in range(ops)]
+
+    def run() -> list[Any]:
+        out = []
+        for start in news:
+            put(start, start, start)
+            out.append([(w.key, w.window.start, v) for w, v in fetch_all(start - 10, start)])
+        return out
+
+    return timed(run)
+
+
+def memory_windows_reference(n: int, ops: int) -> tuple[float, list[Any]]:
+    """:func:`memory_windows` as a dict start -> {key: value} and a sorted list of starts."""
+    buckets = {start: {start: start} for start in range(0, 20 * n, 20)}
+    starts = sorted(buckets)
+    news = [20 * (i * n // ops) + 10 for i in range(ops)]
+
+    def run() -> list[Any]:
+        out = []
+        for start in news:
+            bucket = buckets.get(start)
+            if bucket is None:
+                bucket = buckets[start] = {}
+                insort(starts, start)
+            bucket[start] = start
+            found = []
+            for s in starts[bisect_left(starts, start - 10):bisect_right(starts, start)]:
+                found += [(k, s, v) for k, v in sorted(buckets[s].items())]
+            out.append(found)
+        return out
+
+    return timed(run)
+
+
+def memory_order(sizes: list[int], ops: int, repeat: int) -> None:
+    """Print the in-memory stores' write-then-range timings against the references."""
+    print(f"in-memory stores: {ops:,} x (write a new key, range query of ~10); "
+          f"median of {repeat} runs; microseconds per operation")
+    print(f"{'':10} {'keys':>7} {'reference':>10} {'store':>9} {'ratio':>7}   "
+          f"{'old: re-sort':>12}")
+    cases: list[tuple[str, Callable[..., tuple[float, Any]], Callable[..., tuple[float, Any]]]]
+    cases = [
+        ("key-value", memory_kv, lambda n, k: memory_kv_reference(n, k, False)),
+        ("session", memory_sessions, memory_sessions_reference),
+        ("window", memory_windows, memory_windows_reference),
+    ]
+    for name, ours, reference in cases:
+        for n in sizes:
+            ours(n, ops)  # warm up (not counted)
+            ours_times, ref_times = [], []
+            for _ in range(repeat):
+                took, found = ours(n, ops)
+                ref_took, ref_found = reference(n, ops)
+                if found != ref_found:
+                    raise SystemExit(f"{name}: the store and the reference read differently")
+                ours_times.append(took)
+                ref_times.append(ref_took)
+            ours_us = statistics.median(ours_times) / ops * 1e6
+            ref_us = statistics.median(ref_times) / ops * 1e6
+            resort = ""
+            if name == "key-value":
+                resort_us = memory_kv_reference(n, RESORT_OPS, True)[0] / RESORT_OPS * 1e6
+                resort = f"{resort_us:12,.0f}"
+            print(f"{name:10} {n:7,} {ref_us:10.1f} {ours_us:9.1f} {ref_us / ours_us:6.2f}x"
+                  f"   {resort}")
+
+
 def main() -> None:
     """Run the benchmark and print rates and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--windows", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--memory-order", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 40_000])
+    parser.add_argument("--ops", type=int, default=2_000)
     args = parser.parse_args()
+    if args.memory_order:
+        memory_order(args.sizes, args.ops, args.repeat)
+        return
     rng = random.Random(1)
     keys = [f"key-{i:07d}" for i in range(args.keys)]
     kv_writes = [(key, i) for i, key in enumerate(keys)]

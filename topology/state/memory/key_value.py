@@ -1,11 +1,12 @@
-"""In-memory key-value store: a dict, plus a key-bytes order built lazily for range queries."""
+"""In-memory key-value store: a dict, plus a key-bytes order kept sorted for range queries."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
+
+from sortedcontainers import SortedKeyList
 
 from ...errors import StoreClosedError
 
@@ -21,8 +22,10 @@ class InMemoryKeyValueStore:
     stores do; ``None`` bounds are open. Forward and backward iteration give exactly reversed
     sequences.
 
-    Runtime complexity: get/put/delete O(1); a range query O(log n + k) for k pairs, but the
-    first one after a write that added or removed a key re-sorts the keys, O(n log n).
+    Runtime complexity: get/put/delete O(1) until the first range query; from then on the
+    key order is kept sorted, so a put that adds a key or a delete that removes one costs
+    O(log n) (a put of an existing key still O(1)); a range or prefix query O(log n + k) for
+    k pairs. The first range query sorts the keys once, O(n log n).
 
     The ``*_with_timestamp`` and ``upsert`` methods are the runtime's (processors call them
     while records flow); the rest is the public key-value API, which raises
@@ -42,7 +45,11 @@ class InMemoryKeyValueStore:
         self.name = name
         self._key_bytes = key_serializer
         self._data: dict[Any, tuple[Any, int]] = {}
-        self._order: list[tuple[bytes, Any]] | None = None
+        self._order: SortedKeyList | None = None
+        """``(key bytes, key)`` pairs sorted by key bytes (ties in insertion order, as a stable
+        sort of the dict would give), for range queries; ``None`` until the first one (a store
+        that is never range-queried never serializes its keys), then kept up to date by every
+        write that adds or removes a key."""
         self._deleted = False  # set by deletes only, so puts pay nothing for :attr:`written`
 
     @property
@@ -65,9 +72,10 @@ class InMemoryKeyValueStore:
         if value is None:
             self.delete(key)
             return
-        if key not in self._data:
-            self._order = None
-        self._data[key] = (value, timestamp)
+        data = self._data
+        if key not in data and self._order is not None:
+            self._order.add((self._key_bytes(key) or b"", key))
+        data[key] = (value, timestamp)
 
     def upsert(self, key: Any, value: Any, timestamp: int) -> tuple[Any, int] | None:
         """Store ``value`` at ``timestamp`` (``None`` deletes); return the previous item.
@@ -81,10 +89,11 @@ class InMemoryKeyValueStore:
             self._deleted = True
             if item is not None:
                 del data[key]
-                self._order = None
+                if self._order is not None:
+                    self._order.remove((self._key_bytes(key) or b"", key))
         else:
-            if item is None:
-                self._order = None
+            if item is None and self._order is not None:
+                self._order.add((self._key_bytes(key) or b"", key))
             data[key] = (value, timestamp)
         return item
 
@@ -126,24 +135,30 @@ class InMemoryKeyValueStore:
         item = self._data.pop(key, None)
         if item is None:
             return None
-        self._order = None
+        if self._order is not None:
+            self._order.remove((self._key_bytes(key) or b"", key))
         return item[0]
 
-    def _sorted(self) -> list[tuple[bytes, Any]]:
-        if self._order is None:
+    def _sorted(self) -> SortedKeyList:
+        """The key order, built on the first call (a stable sort of the dict's keys)."""
+        order = self._order
+        if order is None:
             ser = self._key_bytes
-            self._order = sorted(((ser(k) or b"", k) for k in self._data), key=lambda p: p[0])
-        return self._order
+            order = self._order = SortedKeyList(((ser(k) or b"", k) for k in self._data),
+                                                key=_first)
+        return order
 
     def _select(self, from_key: Any, to_key: Any) -> list[tuple[Any, Any]]:
         self._check_open()
         lo = None if from_key is None else self._key_bytes(from_key) or b""
         hi = None if to_key is None else self._key_bytes(to_key) or b""
         order = self._sorted()
-        first = 0 if lo is None else bisect_left(order, lo, key=_first)
-        last = len(order) if hi is None else bisect_right(order, hi, first, key=_first)
+        first = 0 if lo is None else order.bisect_key_left(lo)
+        last = len(order) if hi is None else order.bisect_key_right(hi)
+        if first >= last:
+            return []
         data = self._data
-        return [(k, data[k][0]) for _, k in order[first:last]]
+        return [(k, data[k][0]) for _, k in order.islice(first, last)]
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
         """``(key, value)`` pairs with ``from_key <= key <= to_key`` in key-bytes order.
@@ -170,10 +185,9 @@ class InMemoryKeyValueStore:
         self._check_open()
         start = (prefix_serializer or self._key_bytes)(prefix) or b""
         order = self._sorted()
-        i = bisect_left(order, start, key=_first)
         data = self._data
         out = []
-        for kb, key in order[i:]:
+        for kb, key in order.islice(order.bisect_key_left(start)):
             if not kb.startswith(start):
                 break
             out.append((key, data[key][0]))
@@ -187,7 +201,8 @@ class InMemoryKeyValueStore:
         In key-bytes order. ``prefix`` is serialized by ``prefix_serializer`` (default: the
         store's key serializer), as Kafka's ``prefixScan(prefix, serializer)``.
 
-        Runtime complexity: O(log n + k) for k pairs (after a re-sort if keys changed).
+        Runtime complexity: O(log n + k) for k pairs (the first range or prefix query of the
+        store sorts its keys once, O(n log n)).
 
         :raises StoreClosedError: the store is closed.
         """
@@ -209,4 +224,23 @@ class InMemoryKeyValueStore:
 
     def __len__(self) -> int:
         return len(self._data)
+
+    def _check(self) -> None:
+        """Assert the invariants (tests call it after operations).
+
+        The key order, once built, holds each key of the dict once, with its key bytes,
+        sorted by them.
+        """
+        order = self._order
+        if order is None:
+            return
+        assert len(order) == len(self._data), "key order and dict differ in size"
+        ser = self._key_bytes
+        previous = None
+        for kb, key in order:
+            assert key in self._data, f"{key!r} ordered but not stored"
+            assert (ser(key) or b"") == kb, f"{key!r}: stale key bytes {kb!r}"
+            assert previous is None or previous <= kb, f"{key!r} out of order"
+            previous = kb
+        assert {k for _, k in order} == self._data.keys(), "key order and dict differ"
 

@@ -6,6 +6,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sortedcontainers import SortedList
+
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed
 from ..segments import check_store_durations, window_segment_interval
@@ -61,9 +63,10 @@ class InMemorySessionStore(SessionQueries):
     in the key's sessions, O(log s) plus O(s) list insertion for s sessions of the key; a
     single-key query is O(log s + k) for the k sessions ending between
     ``earliest_session_end`` and ``latest_session_start`` plus the key's longest session, a
-    key-range query O(log n + m) for the m sessions of the keys in the range (plus O(n log n)
-    to sort the keys when keys came or went since the last such query). Expired sessions are
-    dropped a segment at a time, when the stream time leaves it.
+    key-range query O(log n + m) for the m sessions of the keys in the range. The key order
+    is built by the first key-range query (O(n log n), once) and kept sorted from then on: a
+    write that adds a key, or an expiry that drops one, costs O(log n) more. Expired sessions
+    are dropped a segment at a time, when the stream time leaves it.
 
     >>> s = InMemorySessionStore("s", str.encode, retention_ms=1_000)
     >>> s.put(Windowed("a", Window(0, 5)), 2); s.put(Windowed("a", Window(20, 20)), 1)
@@ -97,10 +100,11 @@ class InMemorySessionStore(SessionQueries):
         self.segment_interval_ms = segment_interval_ms
         """Width (ms) of the end-time segments that expire whole."""
         self._by_key: dict[bytes, _Sessions] = {}
-        self._keys: list[bytes] | None = []
-        """The keys of ``_by_key`` sorted, for key-range queries; ``None`` when a key came or
-        went since the last one (sorted again when next needed: the aggregation's writes add
-        and drop keys all the time, and key-range queries are rare)."""
+        self._keys: SortedList | None = None
+        """The keys of ``_by_key`` sorted, for key-range queries; ``None`` until the first one
+        (the aggregation's writes add and drop keys all the time, and many stores never see a
+        key-range query), then kept up to date by every write or expiry that adds or drops a
+        key."""
         self._segments: dict[int, set[bytes]] = {}
         """Segment id -> the keys that had a session ending in it (possibly removed since)."""
         self._observed = -1
@@ -187,7 +191,8 @@ class InMemorySessionStore(SessionQueries):
             return
         if entry is None:
             entry = self._by_key[kb] = _Sessions(key)
-            self._keys = None
+            if self._keys is not None:
+                self._keys.add(kb)
         times = entry.times
         i = bisect_left(times, at)
         if i < len(times) and times[i] == at:
@@ -214,6 +219,7 @@ class InMemorySessionStore(SessionQueries):
         self._expires_at = self._expiry_time(live)
         min_live = (max(observed - self.retention_ms + 1, MIN_TIME), MIN_TIME)
         by_key = self._by_key
+        ordered = self._keys
         for segment in [s for s in self._segments if s < live]:
             for kb in self._segments.pop(segment):
                 entry = by_key.get(kb)
@@ -224,7 +230,8 @@ class InMemorySessionStore(SessionQueries):
                 del entry.aggs[:i]
                 if not entry.times:
                     del by_key[kb]
-                    self._keys = None
+                    if ordered is not None:
+                        ordered.remove(kb)
 
     # -- looking up ----------------------------------------------------------------------------
 
@@ -232,7 +239,7 @@ class InMemorySessionStore(SessionQueries):
         """Close the store (idempotent): its data is dropped, and operations raise."""
         self.is_open = False
         self._by_key.clear()
-        self._keys = []
+        self._keys = None
         self._segments.clear()
 
     def _check_open(self) -> None:
@@ -268,11 +275,10 @@ class InMemorySessionStore(SessionQueries):
         by_key = self._by_key
         keys = self._keys
         if keys is None:
-            keys = self._keys = sorted(by_key)
+            keys = self._keys = SortedList(by_key)
         out: list[tuple[Windowed, Any]] = []
-        for i in range(0 if lo is None else bisect_left(keys, lo),
-                       len(keys) if hi is None else bisect_right(keys, hi)):
-            out += self._matching(by_key[keys[i]], query.earliest_end, query.latest_start)
+        for kb in keys.irange(lo, hi):
+            out += self._matching(by_key[kb], query.earliest_end, query.latest_start)
         return out
 
     def _find_key(self, key: Any, earliest_end: int | None, latest_start: int | None
@@ -358,7 +364,9 @@ class InMemorySessionStore(SessionQueries):
         ``start <= end``, with a non-``None`` aggregate each; no segment older than the live
         ones is kept; every session of a live segment is listed under its segment.
         """
-        assert self._keys is None or self._keys == sorted(self._by_key), "ordered keys"
+        assert self._keys is None or list(self._keys) == sorted(self._by_key), "ordered keys"
+        if self._keys is not None:
+            self._keys._check()
         assert self._live_segment == self._segment_of_min_live(self._observed), "live segment"
         assert self._segment_of_min_live(self._expires_at - 1) == self._live_segment < \
             self._segment_of_min_live(self._expires_at), "expiry time"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from sortedcontainers import SortedList
 
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed, time_window_end
@@ -28,6 +29,14 @@ class InMemoryWindowStore:
     window start (see :mod:`topology.state.window_queries`); backward iteration is exactly
     the reverse; ``None`` bounds are open.
 
+    Runtime complexity, n windows (buckets): a put or get O(1), or O(log n) for a put that
+    creates a window once the store was queried; expiry O(log n) amortised per dropped
+    window. A time-range query is O(log n + w) for the w windows in the range, plus
+    O(b log b) per window of b keys (a window's keys are sorted per query: the aggregation
+    writes them through :meth:`bucket`); a key-range ``fetch`` O(log n + B + m log m) for
+    the B keys of those windows and m matches. The first query sorts the window starts once
+    (O(n log n)); from then on every window created or dropped keeps them sorted.
+
     :param window_size_ms: used to rebuild ``Window(start, start + size)`` for results.
     :raises TypeError: ``window_size_ms`` or ``retention_ms`` is not an ``int``.
     :raises ValueError: ``window_size_ms < 0`` or ``retention_ms < 0``.
@@ -49,10 +58,10 @@ class InMemoryWindowStore:
         self._starts: list[int] = []
         """A heap of the buckets' starts, for expiry (a bucket stays until it expires, even
         when deletes emptied it)."""
-        self._sorted: list[int] | None = []
-        """The buckets' starts in order, for queries; ``None`` when a bucket came or went
-        since the last query (sorted again then: with sliding windows nearly every window
-        has a start of its own, and queries are rare next to writes)."""
+        self._sorted: SortedList | None = None
+        """The buckets' starts in order, for queries; ``None`` until the first query (with
+        sliding windows nearly every window has a start of its own, and many stores are
+        never queried), then kept up to date as buckets come and go."""
         self._observed = -1
         self.layout_version = 0
         """Changes whenever a window bucket is created or removed (lets callers cache one)."""
@@ -99,7 +108,8 @@ class InMemoryWindowStore:
         bucket: dict[Any, tuple[Any, int]] = {}
         self._by_start[start] = bucket
         heapq.heappush(self._starts, start)
-        self._sorted = None
+        if self._sorted is not None:
+            self._sorted.add(start)
         self.layout_version += 1
         return bucket
 
@@ -127,18 +137,21 @@ class InMemoryWindowStore:
     def _expire(self) -> None:
         limit = self._observed - self.retention_ms
         starts = self._starts
+        if not starts or starts[0] > limit:
+            return
         while starts and starts[0] <= limit:
             del self._by_start[heapq.heappop(starts)]
-            self._sorted = None
             self.layout_version += 1
+        ordered = self._sorted
+        if ordered is not None:
+            del ordered[:ordered.bisect_right(limit)]
 
     def _starts_between(self, time_from: int | None, time_to: int | None) -> list[int]:
         """The buckets' starts in ``[time_from, time_to]`` (``None``: open), ascending."""
         starts = self._sorted
         if starts is None:
-            starts = self._sorted = sorted(self._by_start)
-        return starts[0 if time_from is None else bisect_left(starts, time_from):
-                      len(starts) if time_to is None else bisect_right(starts, time_to)]
+            starts = self._sorted = SortedList(self._by_start)
+        return list(starts.irange(time_from, time_to))
 
     # -- public window-store API ---------------------------------------------------------------
 
@@ -147,7 +160,7 @@ class InMemoryWindowStore:
         self.is_open = False
         self._by_start.clear()
         self._starts.clear()
-        self._sorted = []
+        self._sorted = None
 
     def _check_open(self) -> None:
         if not self.is_open:
@@ -273,3 +286,18 @@ class InMemoryWindowStore:
     def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
         """:meth:`all` in reverse order."""
         return reversed(self._select(None, None))
+
+    def _check(self) -> None:
+        """Assert the invariants (tests call it after operations).
+
+        The expiry heap and the sorted starts (once built) hold each bucket's start once;
+        no bucket is past retention.
+        """
+        starts = self._starts
+        assert sorted(starts) == sorted(self._by_start), "expiry heap != buckets"
+        assert all(starts[(i - 1) // 2] <= starts[i] for i in range(1, len(starts))), "heap"
+        if self._sorted is not None:
+            self._sorted._check()
+            assert list(self._sorted) == sorted(self._by_start), "sorted starts != buckets"
+        limit = self._observed - self.retention_ms
+        assert all(start > limit for start in self._by_start), "a bucket past retention"
