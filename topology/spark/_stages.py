@@ -336,16 +336,22 @@ def unpacked(frames: Iterable[Any]) -> list[tuple[Any, ...]]:
     return records
 
 
-def pre_stage(plan: BatchPlan, topic: str,
+def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
               serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]],
               spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None,
               pack: int | None = None
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of one source: decode, run the pre chain, frame.
+    """The ``mapInArrow`` function of one source DataFrame: decode, run the pre chain, frame.
 
+    ``topics``: the topic (a ``str``) or topics the DataFrame may hold. With several, the
+    plan's topic column says each row's topic (:meth:`~topology.spark.columns.BatchPlan.decode`
+    refuses a row of another topic, naming it), and the records of each run of one topic go
+    to that topic's roots, in the DataFrame's order: the DataFrame is read once for all of
+    them. ``serdes``: the ``Consumed`` serdes of each of them.
     ``pack``: the stateful node's key buckets, whose records are packed per bucket
     (:func:`packed_frame`); ``None``: a row per record (:func:`frame`).
     """
+    readable = frozenset([topics] if isinstance(topics, str) else topics)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -353,10 +359,10 @@ def pre_stage(plan: BatchPlan, topic: str,
         context = TaskContext.get()
         seq = (0 if context is None else context.partitionId()) << 40
         chain = Chain(spec)
-        topics = frozenset([topic])
         seen = -1
         for batch in batches:
-            for name, records in plan.decode(pa.Table.from_batches([batch]), topics, serdes):
+            for name, records in plan.decode(pa.Table.from_batches([batch]), readable,
+                                             serdes):
                 chain.feed(name, records)
             out, read_from = chain.take_with_topics()
             if pack is None or key_bytes is None:

@@ -40,11 +40,14 @@ Anything else is refused when the runner is built, naming the node
 from __future__ import annotations
 
 import importlib.util
+import json
+import logging
 import os
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -60,24 +63,44 @@ from .sinks import Sink, checked_sinks, deliver
 
 __all__ = ("DistributedRunner",)
 
+log = logging.getLogger("topology.spark")
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One source DataFrame, the topics it holds and how its columns read."""
+
+    df: Any
+    topics: frozenset[str]
+    batch_plan: BatchPlan
+
 
 class DistributedRunner:
     """Runs a topology as one Spark streaming query, its state in Spark's checkpoint.
 
     :param topology: the topology, as built by ``StreamsBuilder.build()``.
     :param sources: a streaming DataFrame for each source topic (``topic -> df``), each
-        holding that topic's records, in the columns ``columns`` names.
+        holding that topic's records, in the columns ``columns`` names; or one streaming
+        DataFrame holding the records of every source topic (a Kafka source subscribed to
+        them all), its topic column saying each record's topic. That DataFrame is read once
+        for all its topics; it must hold only the topology's source topics: a record of
+        another topic fails the query, naming the topic (subscribe to the source topics
+        only, or filter the DataFrame).
     :param sinks: a sink for each output topic, as for
         :class:`~topology.spark.ForeachBatchRunner` (``sinks.memory()``, ``sinks.parquet``,
         ``sinks.kafka_frame``, or a callable ``sink(records, batch_id)``).
-    :param checkpoint_dir: the query's checkpoint (offsets and Spark's state store): a
-        later runner on the same directory resumes where this one stopped.
+    :param checkpoint_dir: the query's checkpoint (offsets and Spark's state store) and
+        the totals of :meth:`metrics` (in ``topology-metrics.json``): a later runner on the
+        same directory resumes where this one stopped. A local path or a URI of Hadoop's
+        file systems (``file:``, ``hdfs:``, ``s3a:``, ...).
     :param columns: the column mapping (:class:`~topology.spark.Columns`) of every source
-        DataFrame; ``None`` is Spark's Kafka source schema. The topic column is not read:
-        each DataFrame is its topic's.
+        DataFrame; ``None`` is Spark's Kafka source schema. With a DataFrame per topic the
+        topic column is not read: each DataFrame is its topic's. With one DataFrame it is
+        needed when the topology reads more than one topic.
     :param ignore_topics: output topics whose records are dropped on purpose.
     :raises UnsupportedTopologyError: for a node it cannot run, naming it.
-    :raises ColumnMappingError: for a mapping that does not fit a source's schema.
+    :raises ColumnMappingError: for a mapping that does not fit a source's schema, or one
+        DataFrame without a topic column for a topology reading several topics.
     :raises TypeError: for a topology that is not one, a source that is not a streaming
         DataFrame, or a sink that is not callable.
     :raises ValueError: for missing or unknown sources or sinks, or a time limit, join or
@@ -89,7 +112,7 @@ class DistributedRunner:
     sinks hold the records the test driver's output topics would, possibly in another order.
     """
 
-    def __init__(self, topology: Topology, sources: Mapping[str, Any],
+    def __init__(self, topology: Topology, sources: Mapping[str, Any] | Any,
                  sinks: Mapping[str, Sink] | None = None,
                  checkpoint_dir: str | os.PathLike[str] | None = None,
                  columns: Columns | None = None, *,
@@ -103,49 +126,66 @@ class DistributedRunner:
             raise ValueError("DistributedRunner needs checkpoint_dir=...: Spark keeps the "
                              "query's offsets and window state there")
         compiled = compile_topology(topology)
-        sources = dict(sources)
-        missing = sorted(set(compiled.sources) - set(sources))
-        unknown = sorted(set(sources) - set(compiled.sources))
-        if missing or unknown:
-            raise ValueError(f"sources must give one streaming DataFrame per source topic "
-                             f"{sorted(compiled.sources)}: missing {missing}, unknown "
-                             f"{unknown}")
+        by_topic = dict(sources) if isinstance(sources, Mapping) else None
+        if by_topic is not None:
+            missing = sorted(set(compiled.sources) - set(by_topic))
+            unknown = sorted(set(by_topic) - set(compiled.sources))
+            if missing or unknown:
+                raise ValueError(f"sources must give one streaming DataFrame per source topic "
+                                 f"{sorted(compiled.sources)}, or be one DataFrame holding "
+                                 f"them all: missing {missing}, unknown {unknown}")
         self.topology = topology
         self.checkpoint_dir = str(checkpoint_dir)
         self._plan = compiled
         self._sinks = checked_sinks(topology, sinks, ignore_topics)
-        for topic, df in sorted(sources.items()):
+        named = sorted(by_topic.items()) if by_topic is not None else [(None, sources)]
+        for topic, df in named:
             if not getattr(df, "isStreaming", False):
+                where = "sources" if topic is None else f"sources[{topic!r}]"
                 raise TypeError(
-                    f"sources[{topic!r}] must be a streaming DataFrame (spark.readStream..., "
+                    f"{where} must be a streaming DataFrame (spark.readStream..., "
                     f"e.g. the Kafka source or a file source), got "
                     f"{'a static DataFrame' if hasattr(df, 'isStreaming') else type(df).__name__}"
                     f": DistributedRunner runs one streaming query; hand static micro-batches "
                     f"to ForeachBatchRunner (runner(batch_df, batch_id))")
-        mapping = replace(columns or Columns(), topic=None)
-        self._batch_plans = {topic: plan(mapping, df.schema, [topic])
-                             for topic, df in sources.items()}
-        self._sources = sources
+        if by_topic is not None:
+            mapping = replace(columns or Columns(), topic=None)
+            self._sources = [_Source(df, frozenset([topic]), plan(mapping, df.schema, [topic]))
+                             for topic, df in by_topic.items()]
+        else:  # one DataFrame, read once, its topic column routing each record
+            single: Any = sources
+            self._sources = [_Source(single, frozenset(compiled.sources),
+                                     plan(columns, single.schema, compiled.sources))]
         self._query: Any = None
         self._lock = threading.Lock()
+        self._save_lock = threading.Lock()
         self._folded: set[tuple[str, int]] = set()
         self._dropped: Counter[str] = Counter()
         self._records_in = 0
         self._window_rows: float | None = None
         self._delivered: dict[str, int] = {}
         self._last_delivered = -1
+        self._progress_floor = -1
+        self._last_progress = -1
+        self._saved: str | None = None
+        self._spark = self._sources[0].df.sparkSession
         stateful = compiled.limit or compiled.join or compiled.batched
         if stateful is not None:
-            _check_transform_with_state(next(iter(sources.values())).sparkSession,
-                                        stateful.name)
+            _check_transform_with_state(self._spark, stateful.name)
+        self._restore()
 
     # -- building the query --------------------------------------------------------------------
 
-    def _native(self, topic: str) -> BatchPlan | None:
-        """The plan of ``topic`` if Spark can count its key column directly, else ``None``."""
-        if topic != self._plan.direct_window_topic:
+    def _native(self, source: _Source) -> BatchPlan | None:
+        """The plan of ``source`` if Spark can count its key column directly, else ``None``.
+
+        Only for a DataFrame of the one topic feeding the window (a DataFrame of several
+        topics runs the pre stage, which routes each record by its topic).
+        """
+        topic = self._plan.direct_window_topic
+        if topic is None or source.topics != {topic}:
             return None
-        batch_plan = self._batch_plans[topic]
+        batch_plan = source.batch_plan
         if "key" not in batch_plan.roles or "headers" in batch_plan.roles:
             return None
         consumed = self._plan.sources[topic]
@@ -176,16 +216,18 @@ class DistributedRunner:
 
             pack = aggregation_buckets(self._plan.batched)
         frames = []
-        for topic, df in self._sources.items():
-            if self._native(topic) is not None:
+        for source in self._sources:
+            if self._native(source) is not None:
                 continue
-            batch_plan = self._batch_plans[topic]
-            consumed = self._plan.sources[topic]
+            batch_plan = source.batch_plan
             serdes = {topic: (None, None) if consumed is None else
-                      (consumed.key_serde, consumed.value_serde)}
-            selected = df.select(*[_col(name) for name in batch_plan.selected])
+                      (consumed.key_serde, consumed.value_serde)
+                      for topic in source.topics
+                      for consumed in [self._plan.sources[topic]]}
+            selected = source.df.select(*[_col(name) for name in batch_plan.selected])
             frames.append(selected.mapInArrow(
-                pre_stage(batch_plan, topic, serdes, self._plan.pre, key_bytes, pack), schema))
+                pre_stage(batch_plan, source.topics, serdes, self._plan.pre, key_bytes, pack),
+                schema))
         return frames
 
     def _aggregated(self, frames: list[Any]) -> tuple[Any, Any]:
@@ -194,9 +236,10 @@ class DistributedRunner:
 
         window = self._plan.window
         assert window is not None
-        native = [(t, p) for t in self._sources if (p := self._native(t)) is not None]
+        native = [(s, p) for s in self._sources if (p := self._native(s)) is not None]
         if native:  # Spark counts the key column itself: no Python per record
-            topic, batch_plan = native[0]
+            native_source, batch_plan = native[0]
+            (topic,) = native_source.topics
             roles = dict(zip(batch_plan.roles, batch_plan.selected, strict=True))
             ts, key = _col(roles["timestamp"]), _col(roles["key"])
             event = ts if batch_plan.timestamp_unit == "micros" else F.timestamp_millis(ts)
@@ -206,9 +249,20 @@ class DistributedRunner:
                 .when(event < F.timestamp_millis(F.lit(0)), F.raise_error(F.lit(
                     f"column {name!r} (the timestamp) is negative (before 1970)")))
                 .otherwise(event))
-            source = self._sources[topic].observe(
+            keep = key.isNotNull()
+            if "topic" in roles:  # one DataFrame with a topic column: only this topic's
+                column = _col(roles["topic"])
+                keep = (F.when(column.isNull(), F.raise_error(F.lit(
+                    f"column {roles['topic']!r} (the topic) is null: every record needs a "
+                    f"topic")))
+                    .when(column != F.lit(topic), F.raise_error(F.concat(F.lit(
+                        "a record is for topic '"), column, F.lit(
+                        f"', which no source of the topology reads; it reads {[topic]} "
+                        f"(filter the DataFrame, or subscribe only to those topics)"))))
+                    .otherwise(keep))
+            source = native_source.df.observe(
                 NULL_KEYS, F.count(F.when(key.isNull(), 1)).alias("n"))
-            rows = source.where(key.isNotNull()).select(key.alias("kb"), checked.alias("et"))
+            rows = source.where(keep).select(key.alias("kb"), checked.alias("et"))
             consumed = self._plan.sources[topic]
             serde = None if consumed is None else consumed.key_serde
             key_mode: Any = (("serde", serde, topic) if "key" in batch_plan.binary
@@ -428,7 +482,11 @@ class DistributedRunner:
         decode, an error in user code) are raised here. ``query_name`` and ``options`` as
         :meth:`start`.
         """
-        self.start(query_name, options, availableNow=True).awaitTermination()
+        query = self.start(query_name, options, availableNow=True)
+        try:
+            query.awaitTermination()
+        finally:
+            self._fold_progress()  # the last micro-batch's report, kept beside the checkpoint
 
     @property
     def query(self) -> Any:
@@ -436,9 +494,10 @@ class DistributedRunner:
         return self._query
 
     def stop(self) -> None:
-        """Stop the running query, if any."""
+        """Stop the running query, if any (its last reports kept in the metrics' totals)."""
         if self._query is not None and self._query.isActive:
             self._query.stop()
+        self._fold_progress()
 
     # -- metrics -------------------------------------------------------------------------------
 
@@ -473,7 +532,9 @@ class DistributedRunner:
             do the batched aggregations', and the join's keep no watermark.
 
         - ``records-in-total``: rows the query read from its sources (Spark's
-          ``numInputRows``).
+          ``numInputRows``). Spark counts a row each time a branch of the query scans it: a
+          topology whose stateless steps write an output topic beside its stateful node
+          scans its sources once per branch (with one DataFrame or one per topic alike).
         - ``records-out-total``: records handed to sinks (and ignored topics), per topic as
           ``records-out-total{topic=t}``; a micro-batch Spark runs again after a failure
           counts once.
@@ -484,8 +545,17 @@ class DistributedRunner:
         The figures come from Spark's progress reports of each micro-batch
         (``StreamingQuery.recentProgress``, the last 100 of them, and the last one as each
         micro-batch is delivered): they are complete once :meth:`run_available` returned or
-        the query stopped, and lag by one micro-batch while it runs. They live in this
-        object: a new runner on the same checkpoint starts them at 0.
+        the query stopped, and lag by one micro-batch while it runs.
+
+        They survive restarts: after each delivered micro-batch (and as reports are folded,
+        by this method, :meth:`run_available` and :meth:`stop`) the totals are written,
+        with the id of the last micro-batch delivered and of the last report added, to
+        ``topology-metrics.json`` in ``checkpoint_dir``; a new runner on the same checkpoint
+        starts from them. A micro-batch Spark runs again (its id at or below the one kept)
+        is not counted twice. Spark reports a micro-batch only after delivering it: when the
+        process ends before its report was added (killed while the query ran), that
+        micro-batch's ``records-in-total`` and drops are missing from the totals; the records
+        it delivered are counted.
         """
         self._fold_progress()
         with self._lock:
@@ -502,7 +572,12 @@ class DistributedRunner:
             return out
 
     def _delivered_batch(self, batch_id: int, counts: Mapping[str, int]) -> None:
-        """Count a delivered micro-batch's records once, and fold Spark's last report."""
+        """Count a delivered micro-batch's records once, fold Spark's last report, keep both.
+
+        The totals are written beside the checkpoint. A batch id at or below the last one
+        counted (this runner's, or the one an earlier runner on the checkpoint kept) is
+        Spark running a micro-batch again: not counted.
+        """
         with self._lock:
             if batch_id > self._last_delivered:
                 self._last_delivered = batch_id
@@ -511,22 +586,32 @@ class DistributedRunner:
         query = self._query
         if query is not None:
             self._fold([query.lastProgress])
+        self._save()
 
     def _fold_progress(self) -> None:
+        """Fold the last query's recent reports; keep the totals if they changed."""
         query = self._query
         if query is not None:
             self._fold(query.recentProgress)
+            self._save()
 
     def _fold(self, reports: Iterable[Any]) -> None:
-        """Add Spark's progress reports not added yet (by run and batch id)."""
+        """Add Spark's progress reports not added yet (by run and batch id).
+
+        A report of a batch id at or below the last one an earlier runner on the checkpoint
+        added (a micro-batch Spark ran again) is not added, nor one of a trigger that ran no
+        micro-batch (no ``addBatch`` duration: Spark's report while idle, which carries the
+        id of the next micro-batch and no state operators).
+        """
         with self._lock:
             for progress in reports:
-                if progress is None:
+                if progress is None or "addBatch" not in (progress.durationMs or {}):
                     continue
                 batch = (str(progress.runId), int(progress.batchId))
-                if batch in self._folded:
+                if batch in self._folded or batch[1] <= self._progress_floor:
                     continue
                 self._folded.add(batch)
+                self._last_progress = max(self._last_progress, batch[1])
                 window_rows = 0.0
                 for op in progress.stateOperators:
                     if "transformWithState" in op.operatorName:
@@ -549,6 +634,50 @@ class DistributedRunner:
                             if counted[reason]:
                                 self._dropped[reason] += int(counted[reason])
 
+    # -- totals kept beside the checkpoint ---------------------------------------------------
+
+    def _totals(self) -> dict[str, Any]:
+        """The totals of :meth:`metrics` and the batch ids they reach, as kept in the file."""
+        with self._lock:
+            return {"version": 1, "delivered_batch": self._last_delivered,
+                    "progress_batch": max(self._last_progress, self._progress_floor),
+                    "records_in": self._records_in, "dropped": dict(sorted(
+                        self._dropped.items())),
+                    "delivered": dict(sorted(self._delivered.items())),
+                    "window_rows": self._window_rows}
+
+    def _save(self) -> None:
+        """Write the totals to the checkpoint's metrics file, if they changed."""
+        with self._save_lock:
+            text = json.dumps(self._totals(), sort_keys=True)
+            if text != self._saved:
+                _write_metrics(self._spark, self.checkpoint_dir, text)
+                self._saved = text
+
+    def _restore(self) -> None:
+        """Start from the totals an earlier runner kept in the checkpoint, if any."""
+        text = _read_metrics(self._spark, self.checkpoint_dir)
+        if text is None:
+            return
+        try:
+            kept = json.loads(text)
+            delivered_batch = int(kept["delivered_batch"])
+            progress_batch = int(kept["progress_batch"])
+            records_in = int(kept["records_in"])
+            dropped = Counter({str(k): int(v) for k, v in kept["dropped"].items()})
+            delivered = {str(k): int(v) for k, v in kept["delivered"].items()}
+            window_rows = kept.get("window_rows")
+            window_rows = None if window_rows is None else float(window_rows)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("ignoring the metrics kept in %s (%s: %s): metrics() starts at 0",
+                        _metrics_path(self.checkpoint_dir), type(e).__name__, e)
+            return
+        with self._lock:
+            self._last_delivered, self._progress_floor = delivered_batch, progress_batch
+            self._records_in, self._dropped, self._delivered = records_in, dropped, delivered
+            self._window_rows = window_rows
+        self._saved = text
+
     def __enter__(self) -> DistributedRunner:
         return self
 
@@ -557,8 +686,79 @@ class DistributedRunner:
         self.stop()
 
     def __repr__(self) -> str:
-        return (f"DistributedRunner(sources={sorted(self._sources)}, "
+        return (f"DistributedRunner(sources={sorted(self._plan.sources)}, "
                 f"sinks={sorted(self._sinks)}, checkpoint_dir={self.checkpoint_dir!r})")
+
+
+METRICS_FILE = "topology-metrics.json"
+"""The file in ``checkpoint_dir`` that keeps the totals of ``metrics()`` across runners."""
+
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+"""A URI's scheme (two characters at least: ``C:`` is a Windows drive)."""
+
+
+def _metrics_path(checkpoint_dir: str) -> str:
+    return f"{checkpoint_dir.rstrip('/')}/{METRICS_FILE}" if _URI.match(checkpoint_dir) \
+        else os.path.join(checkpoint_dir, METRICS_FILE)
+
+
+def _hadoop(spark: Any, checkpoint_dir: str) -> tuple[Any, Any, Any]:
+    """Hadoop's file system of ``checkpoint_dir`` (through Spark's JVM) and two paths there.
+
+    The paths: the metrics file's and its temporary one's.
+    """
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    folder = hadoop_path(checkpoint_dir)
+    fs = folder.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return fs, hadoop_path(folder, METRICS_FILE), hadoop_path(folder, f".{METRICS_FILE}.tmp")
+
+
+def _write_metrics(spark: Any, checkpoint_dir: str, text: str) -> None:
+    """Replace the metrics file with ``text``: written to a temporary name, then renamed.
+
+    A local path with Python's IO (the rename atomic); a URI with Hadoop's ``FileSystem``
+    (``file:``, ``hdfs:``, ``s3a:``, ...), where the old file is deleted before the rename
+    (:func:`_read_metrics` reads the temporary file when a crash fell between the two).
+    """
+    data = text.encode()
+    if not _URI.match(checkpoint_dir):
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        path = os.path.join(checkpoint_dir, METRICS_FILE)
+        staged = os.path.join(checkpoint_dir, f".{METRICS_FILE}.tmp")
+        with open(staged, "wb") as f:
+            f.write(data)
+        os.replace(staged, path)
+        return
+    fs, path, staged = _hadoop(spark, checkpoint_dir)
+    out = fs.create(staged, True)
+    try:
+        out.write(bytearray(data))
+    finally:
+        out.close()
+    if fs.exists(path):
+        fs.delete(path, False)
+    if not fs.rename(staged, path):
+        raise OSError(f"could not rename {staged.toString()} to {path.toString()}")
+
+
+def _read_metrics(spark: Any, checkpoint_dir: str) -> str | None:
+    """The metrics file's text (``None``: there is none)."""
+    if not _URI.match(checkpoint_dir):
+        path = os.path.join(checkpoint_dir, METRICS_FILE)
+        try:
+            with open(path, "rb") as f:
+                return f.read().decode()
+        except FileNotFoundError:
+            return None
+    fs, path, staged = _hadoop(spark, checkpoint_dir)
+    for candidate in (path, staged):  # the staged file: a crash between delete and rename
+        if fs.exists(candidate):
+            jvm = spark.sparkContext._jvm
+            buffer = jvm.java.io.ByteArrayOutputStream()
+            jvm.org.apache.hadoop.io.IOUtils.copyBytes(fs.open(candidate), buffer, 4096, True)
+            return str(buffer.toString("UTF-8"))
+    return None
 
 
 def _routes(chain: ChainSpec) -> set[int]:
