@@ -9,8 +9,8 @@ for a rate-limited table (:mod:`topology.spark._time_limit`), keys are grouped i
 by a hash of their bytes (:func:`buckets`: :data:`BUCKETS`, or one for a bounded buffer,
 whose bound is the whole buffer's as in a task; a null key goes to bucket 0, where the
 aggregation drops and counts it): one call handles every record of a bucket in a
-micro-batch, and the bucket's whole state is one state value (a pickle written and read only
-by this processor), read once and written once: the aggregates its keys may still update
+micro-batch, and the bucket's whole state is one state value (the state codec's bytes,
+never pickle), read once and written once: the aggregates its keys may still update
 (without windows: every key's), and the suppression's buffer.
 
 Inside a call the library's own parts do the work, as in a task: the topology's
@@ -38,7 +38,6 @@ in a task.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -51,6 +50,7 @@ from suppress.processor import SuppressProcessor
 from suppress.time import is_window_closed
 
 from ..runtime.processor import Entry
+from ..state.codec import decode, encode
 from ..windows import Window, Windowed
 from ._compile import BatchedAggregationSpec, ChainSpec
 from ._stages import (
@@ -115,7 +115,7 @@ class AggregationBucket:
         self.aggregate = aggregate
         self._windowed = spec.kind != "none"
         if state is not None:
-            held, buffered = pickle.loads(state)
+            held, buffered = decode(state)
             self._restore(held)
             if self.engine is not None:
                 buffer = self.engine.buffer
@@ -178,7 +178,7 @@ class AggregationBucket:
             (e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in self.engine.buffer]
         if not held and not buffered:
             return None
-        return pickle.dumps((held, buffered), protocol=pickle.HIGHEST_PROTOCOL)
+        return encode((held, buffered))
 
     def due(self) -> int | None:
         """When the first buffered entry is due (ms of stream time), or ``None``."""

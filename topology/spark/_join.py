@@ -3,7 +3,7 @@
 Table updates and stream records are unioned into one ``transformWithStateInPandas``, grouped
 by a hash bucket of the table's key bytes (:data:`BUCKETS` buckets; one with a grace period,
 see below), so that one call handles every record of a bucket in a micro-batch. The bucket's
-whole table history is one state value (a pickle written and read only by this processor):
+whole table history is one state value (the state codec's bytes, never pickle):
 read once and written once per call.
 
 Inside a call the library's own parts do the work, as in a task: the topology's versioned
@@ -39,6 +39,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from suppress.entry import RecordContext
 
 from ..runtime.processor import InternalProcessor
+from ..state.codec import decode, encode
 from ._compile import TABLE_UPDATE, ChainSpec, JoinSpec
 from ._stages import BucketHost, Chain, drop_counts, drop_frame, frame
 
@@ -96,7 +97,7 @@ class AsOfJoinProcessor(StatefulProcessor):
         if self._state.exists():
             held = self._state.get()
             assert held is not None
-            history, buffered = pickle.loads(held[0])
+            history, buffered = decode(held[0])
             store.restore(history)
             known.update(k for k, _, _ in history)
             join.restore(buffered, _no_keyspace)
@@ -138,8 +139,7 @@ class AsOfJoinProcessor(StatefulProcessor):
         if not history and buffered is None:
             self._state.clear()
             return
-        self._state.update((pickle.dumps((history, buffered),
-                                         protocol=pickle.HIGHEST_PROTOCOL),))
+        self._state.update((encode((history, buffered)),))
 
     def close(self) -> None:
         """Nothing to release."""

@@ -6,7 +6,7 @@ aggregate per new key. In a task the re-grouped changes travel through a reparti
 between the two; here they travel between two batched processors of one query. This one is
 the first: the table's keys are grouped into :data:`BUCKETS` buckets by a hash of their
 bytes, the records reach it packed (:func:`~topology.spark._stages.packed_frame`), and a
-bucket's rows are one state value (a pickle written and read only by this processor), read
+bucket's rows are one state value (the state codec's bytes, never pickle), read
 once and written once per call. Inside a call the topology's own table source (on the
 in-memory store the driver uses) and ``group_by`` node turn each record, in arrival order,
 into the subtraction of its old row's pair and the addition of its new row's pair (one
@@ -19,7 +19,6 @@ value) leave as :data:`~topology.spark._compile.DROPS` rows.
 
 from __future__ import annotations
 
-import pickle
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,6 +31,7 @@ from suppress.entry import RecordContext
 
 from ..record import Change
 from ..runtime.processor import Entry
+from ..state.codec import decode, encode
 from ._compile import RegroupSpec
 from ._stages import BucketHost, drop_counts, drop_frame, pack_rows, unpacked
 
@@ -63,7 +63,7 @@ class Regrouping:
         self.host = host = BucketHost(spec.store, spec.store_factory)
         self._store = store = host.stores[spec.store]
         if state is not None:
-            for key, value, ts in pickle.loads(state):
+            for key, value, ts in decode(state):
                 store.put_with_timestamp(key, value, ts)
         self._changes: list[tuple[Any, Change, RecordContext]] = []
         table: Any = spec.table_factory()
@@ -103,7 +103,7 @@ class Regrouping:
         for key, _ in store.all():
             value, ts = store.get_with_timestamp(key)
             rows.append((key, value, ts))
-        return pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL) if rows else None
+        return encode(rows) if rows else None
 
 
 def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:

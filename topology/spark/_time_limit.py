@@ -5,7 +5,7 @@ per key and micro-batch (measured at about 30 times slower than Spark's own aggr
 So keys are grouped into :data:`BUCKETS` buckets by a hash of their bytes (one bucket for a
 bounded buffer, see :func:`buckets`): one call
 handles every record of a bucket in a micro-batch, and the bucket's whole buffer is one
-state value (a pickle written and read only by this processor), read once and written once.
+state value (the state codec's bytes, never pickle), read once and written once.
 The records reach it packed: one row per bucket and input batch of the ``mapInArrow`` stage
 before it (:func:`~topology.spark._stages.packed_frame`), so Spark moves, sorts and converts
 to pandas a few rows per micro-batch, not one per record.
@@ -29,7 +29,6 @@ its last micro-batch without data).
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +41,7 @@ from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 
 from ..serde import fallback_value_bytes
+from ..state.codec import decode, encode
 from ._compile import ChainSpec, TimeLimitSpec
 from ._stages import Chain, outputs_frame, save_bucket, unpacked
 
@@ -86,7 +86,7 @@ class TimeLimitProcessor(StatefulProcessor):
         if self._buffer.exists():
             held = self._buffer.get()
             assert held is not None
-            for time, key, new, prior, ctx in pickle.loads(held[0]):
+            for time, key, new, prior, ctx in decode(held[0]):
                 engine.buffer.put(time, key, new, prior, RecordContext(*ctx))
         engine.advance_stream_time(stream_time)
         return engine, chain
@@ -97,7 +97,7 @@ class TimeLimitProcessor(StatefulProcessor):
             save_bucket(self._handle, self._buffer, None, None)
             return
         save_bucket(self._handle, self._buffer,
-                    pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL),
+                    encode(entries),
                     min(e[0] for e in entries) + self._spec.delay_ms)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
