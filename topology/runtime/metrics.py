@@ -1,13 +1,24 @@
-"""Task metrics: dropped records with reasons, record lateness, suppression gauges."""
+"""Task metrics: dropped records with reasons, record lateness, suppression gauges.
+
+Every dropped record is counted (``dropped-records-total``) and logged in Kafka's words at
+DEBUG; a WARNING summary (records dropped per node and reason) is logged at the first drop and
+then at most once per :data:`SUMMARY_INTERVAL_S`, so a stream of late records does not flood
+the log and none goes unnoticed.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
+from collections.abc import Callable
 
-__all__ = ("DropReason", "TaskMetrics", "log")
+__all__ = ("SUMMARY_INTERVAL_S", "DropReason", "TaskMetrics", "log")
 
 log = logging.getLogger("topology")
+
+SUMMARY_INTERVAL_S = 60.0
+"""The least time (s, of the metrics' clock) between two WARNING summaries of drops."""
 
 
 class DropReason:
@@ -26,10 +37,15 @@ class TaskMetrics:
     """Counters of one task. ``dropped-records-total`` counts every drop, once per reason."""
 
     __slots__ = ("dropped", "lateness_n", "lateness_sum", "lateness_max", "suppressors",
-                 "versioned_stores")
+                 "versioned_stores", "_unreported", "_reported_at", "_clock")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """:param clock: seconds, for spacing the WARNING summaries of drops."""
         self.dropped: Counter[str] = Counter()
+        self._unreported: Counter[tuple[str, str]] = Counter()
+        """Drops per (node, reason) since the last summary."""
+        self._reported_at = float("-inf")
+        self._clock = clock
         self.lateness_n = 0
         """Records whose lateness was recorded (the task updates these three inline)."""
         self.lateness_sum = 0
@@ -38,9 +54,27 @@ class TaskMetrics:
         self.versioned_stores: list[object] = []
         """Versioned stores: each counts the writes it rejected (``dropped_records``)."""
 
-    def drop(self, reason: str, n: int = 1) -> None:
-        """Count ``n`` dropped records for ``reason``."""
+    def drop(self, reason: str, n: int = 1, node: str | None = None) -> None:
+        """Count ``n`` dropped records for ``reason`` at ``node`` (``None``: not known).
+
+        Logs the WARNING summary when one is due (see the module docstring).
+        """
         self.dropped[reason] += n
+        self._unreported[(node or "?", reason)] += n
+        now = self._clock()
+        if now - self._reported_at >= SUMMARY_INTERVAL_S:
+            self._reported_at = now
+            self._summarize()
+
+    def _summarize(self) -> None:
+        """One WARNING line: the drops since the last one, per node and reason."""
+        counts, self._unreported = self._unreported, Counter()
+        total = sum(counts.values())
+        parts = ", ".join(f"{n} {reason} at {node}"
+                          for (node, reason), n in sorted(counts.items()))
+        log.warning("dropped %d record%s since the last summary: %s (dropped-records-total "
+                    "counts them; each one is logged at DEBUG)", total,
+                    "" if total == 1 else "s", parts)
 
     def as_dict(self) -> dict[str, float]:
         """All metrics by name: totals, per-reason drops, lateness, suppression gauges.

@@ -47,14 +47,15 @@ def count_subtractor(key: Any, value: Any, agg: int) -> int:
     return agg - 1
 
 
-def drop_null(task: Any, key: Any, value: Any, ctx: RecordContext) -> bool:
-    """Count and log a record an aggregation cannot use; True if it was dropped."""
+def drop_null(task: Any, key: Any, value: Any, ctx: RecordContext,
+              node: str | None = None) -> bool:
+    """Count and log a record aggregation ``node`` cannot use; True if it was dropped."""
     if key is None:
-        log_null_key(task, ctx)
+        log_null_key(task, ctx, node)
         return True
     if value is None:
-        task.metrics.drop(DropReason.NULL_VALUE)
-        log.warning("Skipping record due to null value. topic=[%s] partition=[%s] offset=[%s]",
+        task.metrics.drop(DropReason.NULL_VALUE, node=node)
+        log.debug("Skipping record due to null value. topic=[%s] partition=[%s] offset=[%s]",
                     ctx.topic, ctx.partition, ctx.offset)
         return True
     return False
@@ -83,7 +84,7 @@ class StreamAggregateProcessor(InternalProcessor):
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Fold the record into its key's aggregate and forward the change."""
-        if drop_null(self._task, key, value, ctx):
+        if drop_null(self._task, key, value, ctx, self.name):
             return
         item = self._store.get_with_timestamp(key)
         ts = ctx.timestamp
@@ -132,7 +133,7 @@ class TableAggregateProcessor(InternalProcessor):
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Subtract ``old``, add ``new``; forward ``Change(new_agg, old_agg)``."""
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
             return
         item = self._store.get_with_timestamp(key)
         ts = ctx.timestamp
@@ -168,7 +169,7 @@ class WindowedAggregateBase(InternalProcessor):
 
     def init_late(self, task: Any, inclusive_end: bool) -> None:
         """Create :attr:`late` (call from ``init``)."""
-        self.late = LateRecords(task, inclusive_end)
+        self.late = LateRecords(task, inclusive_end, self.name)
 
     def connect(self, children: Sequence[Entry]) -> None:
         """The late-records sink first (if any), then the table's children."""
@@ -228,7 +229,7 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         ``KStreamWindowAggregate`` checks the key only).
         """
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
             return
         ts = ctx.timestamp
         if ts > self.stream_time:

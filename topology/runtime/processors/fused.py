@@ -167,7 +167,7 @@ class FusedFinalResults:
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Aggregate the record into each of its windows, as the separate processors do."""
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
             return
         ts = ctx[0]
         agg = self._agg

@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 __all__ = ("StreamTableJoinProcessor", "TableJoinMerger", "TableJoinProcessor")
 
 
-def _drop_null_value(task: Task, ctx: RecordContext) -> None:
-    task.metrics.drop(DropReason.NULL_VALUE)
-    log.warning("Skipping record due to null join key or value. topic=[%s] partition=[%s] "
+def _drop_null_value(task: Task, ctx: RecordContext, node: str | None = None) -> None:
+    task.metrics.drop(DropReason.NULL_VALUE, node=node)
+    log.debug("Skipping record due to null join key or value. topic=[%s] partition=[%s] "
                 "offset=[%s]", ctx.topic, ctx.partition, ctx.offset)
 
 
@@ -95,9 +95,9 @@ class StreamTableJoinProcessor(InternalProcessor):
 
     def _drop(self, key: Any, ctx: RecordContext) -> None:
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
         else:
-            _drop_null_value(self._task, ctx)
+            _drop_null_value(self._task, ctx, self.name)
 
     def _dropped(self, key: Any, value: Any, ctx: RecordContext) -> bool:
         """Drop (and count) a record the join cannot take: ``True`` if it was dropped.
@@ -181,14 +181,14 @@ class TableJoinProcessor(InternalProcessor):
 
     def process_stale(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Drop (and count) an out-of-order update of a versioned table."""
-        self._task.metrics.drop(DropReason.OUT_OF_ORDER)
-        log.warning("Skipping out-of-order update of a versioned table in a join. topic=[%s] "
+        self._task.metrics.drop(DropReason.OUT_OF_ORDER, node=self.name)
+        log.debug("Skipping out-of-order update of a versioned table in a join. topic=[%s] "
                     "partition=[%s] offset=[%s]", ctx.topic, ctx.partition, ctx.offset)
 
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Forward the joined change, if this join kind has one."""
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
             return
         found = self._other(key)
         other = None if found is None else found[0]

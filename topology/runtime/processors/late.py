@@ -34,13 +34,15 @@ class LateRecords:
 
     :param inclusive_end: whether the windows' ends are inclusive (sliding, session): only
         changes how the log line writes the window (``[s,e]`` or ``[s,e)``, as Kafka).
+    :param node: the aggregation's name, for the drop summary.
     """
 
-    __slots__ = ("_task", "_inclusive", "route")
+    __slots__ = ("_task", "_inclusive", "_node", "route")
 
-    def __init__(self, task: Any, inclusive_end: bool) -> None:
+    def __init__(self, task: Any, inclusive_end: bool, node: str | None = None) -> None:
         self._task = task
         self._inclusive = inclusive_end
+        self._node = node
         self.route: Callable[[Any, Any, RecordContext], None] | None = None
         """The late-records sink's record entry, or ``None`` when none was asked for."""
 
@@ -52,7 +54,7 @@ class LateRecords:
         :param expiration: Kafka's ``closeTime`` for the log line (stream time - grace, for
             sessions - gap too).
         """
-        self._task.metrics.drop(DropReason.EXPIRED_WINDOW)
+        self._task.metrics.drop(DropReason.EXPIRED_WINDOW, node=self._node)
         close = "]" if self._inclusive else ")"
         log.debug(  # counted per batch and reason: one line per record only at DEBUG
             "Skipping record for expired window. topic=[%s] partition=[%s] offset=[%s] "

@@ -78,7 +78,7 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Merge the record into its key's open sessions (see the module docstring)."""
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
             return
         ts = ctx.timestamp
         if ts > self.stream_time:

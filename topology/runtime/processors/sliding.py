@@ -24,8 +24,10 @@ never start before 0.
 
 Closing: the one rule of :func:`suppress.time.is_window_closed`, with the exclusive end
 ``end + 1`` and the grace as delay. A record is dropped outright when every window that
-could hold it is closed (``t + d + 1`` closed, counted once); otherwise each update of a
-closed window is dropped and counted (once per record and window) and the rest applied.
+could hold it is closed (``t + d + 1`` closed, counted once; the log line and the
+late-records headers name the window ``[t, t + d]``, the one Kafka names there, the latest
+that could hold the record); otherwise each update of a closed window is dropped and
+counted (once per record and window) and the rest applied.
 Since ``until_window_closes`` emits a window by the same rule, a window is never updated
 after its final result went out.
 
@@ -117,7 +119,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Update, create or drop the record's windows (see the module docstring)."""
-        if drop_null(self._task, key, value, ctx):
+        if drop_null(self._task, key, value, ctx, self.name):
             return
         ts = ctx.timestamp
         if ts > self.stream_time:
@@ -126,7 +128,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
                 self._sweep()
         d = self._d
         if is_window_closed(ts + d + 1, self._grace, self.stream_time):
-            self._drop(key, value, ctx, ts - d)
+            self._drop(key, value, ctx, ts)  # the window Kafka names here: [ts, ts + d]
             return
         if ts < d:
             self._process_early(key, value, ctx, ts)

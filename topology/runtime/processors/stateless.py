@@ -58,7 +58,7 @@ class TableSourceWithoutStore(InternalProcessor):
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Forward the record as a table update, or drop it for its ``None`` key."""
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
             return
         self.forward_change(key, value, None, ctx)
 

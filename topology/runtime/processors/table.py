@@ -32,10 +32,10 @@ __all__ = (
 )
 
 
-def log_null_key(task: Any, ctx: RecordContext) -> None:
-    """Count and log a record dropped for its ``None`` key (Kafka's wording)."""
-    task.metrics.drop(DropReason.NULL_KEY)
-    log.warning("Skipping record due to null key. topic=[%s] partition=[%s] offset=[%s]",
+def log_null_key(task: Any, ctx: RecordContext, node: str | None = None) -> None:
+    """Count a record dropped for its ``None`` key at ``node``; log it (Kafka's wording)."""
+    task.metrics.drop(DropReason.NULL_KEY, node=node)
+    log.debug("Skipping record due to null key. topic=[%s] partition=[%s] offset=[%s]",
                 ctx.topic, ctx.partition, ctx.offset)
 
 
@@ -58,7 +58,7 @@ class TableSourceProcessor(InternalProcessor):
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Upsert (or delete) ``key`` and forward the change."""
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
             return
         item = self._upsert(key, value, ctx[0])
         self.forward_change(key, value, item[0] if item is not None and self._old else None, ctx)
@@ -88,7 +88,7 @@ class VersionedTableSourceProcessor(InternalProcessor):
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Write the version and forward the change (stale if it is not the latest)."""
         if key is None:
-            log_null_key(self._task, ctx)
+            log_null_key(self._task, ctx, self.name)
             return
         latest = self._get(key) if self._old else None
         code = self._put(key, value, ctx[0])
@@ -223,12 +223,12 @@ class TableRepartitionMapProcessor(InternalProcessor):
             raise TypeError(f"KTable.group_by selector must return (key, value), got {pair!r}")
         if pair is None or pair[0] is None:
             if count:
-                log_null_key(self._task, ctx)
+                log_null_key(self._task, ctx, self.name)
             return None
         if pair[1] is None:
             if count:
-                self._task.metrics.drop(DropReason.NULL_VALUE)
-                log.warning("Skipping record due to null value. topic=[%s] partition=[%s] "
+                self._task.metrics.drop(DropReason.NULL_VALUE, node=self.name)
+                log.debug("Skipping record due to null value. topic=[%s] partition=[%s] "
                             "offset=[%s]", ctx.topic, ctx.partition, ctx.offset)
             return None
         return pair
@@ -239,8 +239,8 @@ class TableRepartitionMapProcessor(InternalProcessor):
 
     def process_stale(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Drop (and count) an out-of-order update of a versioned table (KIP-914)."""
-        self._task.metrics.drop(DropReason.OUT_OF_ORDER)
-        log.warning("Skipping out-of-order update of a versioned table in a re-grouping. "
+        self._task.metrics.drop(DropReason.OUT_OF_ORDER, node=self.name)
+        log.debug("Skipping out-of-order update of a versioned table in a re-grouping. "
                     "topic=[%s] partition=[%s] offset=[%s]", ctx.topic, ctx.partition,
                     ctx.offset)
 
