@@ -24,7 +24,9 @@ USER_CODE_NAMES = {
 """The names a user writes in a custom processor or serde, or in type hints."""
 SUPPRESS_REEXPORTS = {"Suppressed", "BufferConfig"}
 """Re-exported from ``suppress``: what a user needs to call ``KTable.suppress``."""
-TOPOLOGY_PUBLIC = DESIGN_NAMES | USER_CODE_NAMES | SUPPRESS_REEXPORTS
+DSL_OPTION_NAMES = {"Named"}
+"""Options of DSL calls beyond DESIGN.md's: Kafka's ``Named`` (issue 24)."""
+TOPOLOGY_PUBLIC = DESIGN_NAMES | USER_CODE_NAMES | SUPPRESS_REEXPORTS | DSL_OPTION_NAMES
 SUPPRESS_PUBLIC = {
     "Suppressed", "BufferConfig", "BufferFullError", "BufferFullStrategy", "EagerBufferConfig",
     "StrictBufferConfig", "InvalidSuppressionError",

@@ -22,6 +22,7 @@ from .grouped import TimeWindowedKStream as TimeWindowedKStream
 from .options import Consumed as Consumed
 from .options import Grouped as Grouped
 from .options import Materialized as Materialized
+from .options import Named as Named
 from .options import Produced as Produced
 from .record import Record as Record
 from .runtime.api import Cancellable as Cancellable
@@ -52,6 +53,7 @@ __all__ = (
     "KStream",
     "KTable",
     "Materialized",
+    "Named",
     "Processor",
     "ProcessorContext",
     "Produced",

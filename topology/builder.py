@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from suppress.time import to_millis
 
 from .errors import TopologyError
-from .options import Consumed, Materialized, checked_materialized
+from .options import Consumed, Materialized, checked_materialized, validate_name
 from .runtime.getters import KeyValueStoreGetter, VersionedStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
@@ -263,6 +263,20 @@ class StreamsBuilder:
         """
         generated = self.next_name(prefix)
         return generated if name is None else name
+
+    def suffixed_or_next(self, prefix: str, name: str | None, suffix: str) -> str:
+        """``name + suffix`` if a name is given, else the next generated name.
+
+        A number is spent either way: Kafka's ``NamedInternal.suffixWithOrElseGet(suffix,
+        provider, prefix)``, which checks the suffixed name again (it may be too long).
+
+        :raises TopologyError: for a suffixed name longer than 249 characters.
+        """
+        generated = self.next_name(prefix)
+        if name is None:
+            return generated
+        validate_name(name + suffix)
+        return name + suffix
 
     def add_node(self, prefix: str, factory: Callable[[], InternalProcessor],
                  parents: list[GraphNode], *, name: str | None = None, kind: str = "processor",

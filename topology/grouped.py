@@ -10,6 +10,10 @@ Kafka 3.9's order (its ``GroupedStreamAggregateBuilder`` and ``KGroupedTableImpl
 * tables: the store (``KTABLE-AGGREGATE-STATE-STORE-<n>``, for ``reduce`` too), the
   repartition sink and source, then the processor.
 
+A ``named=`` (Kafka's ``Named``) names the aggregation's processor instead (the number is
+spent anyway); for tables it also names the repartition sink and source ``<name>-sink`` and
+``<name>-source`` (``KGroupedTableImpl.doAggregate``).
+
 The repartition topic is ``<Grouped name>-repartition``, else ``<store>-repartition``. With a
 ``Grouped`` name, later aggregations of the same grouping read the same topic (Kafka reuses
 its repartition node, still spending the numbers of the names it would have made).
@@ -24,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, overload
 
 from .errors import TopologyError
-from .options import Materialized, checked_materialized
+from .options import Materialized, Named, checked_materialized, name_of
 from .runtime.getters import KeyValueStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
@@ -125,8 +129,11 @@ class _Grouping(ABC):
         """With a ``Grouped`` name: the source of the repartition topic, made once."""
 
     @abstractmethod
-    def _wire(self, store: str, prefix: str) -> tuple[GraphNode, str]:
-        """The node an aggregation with ``store`` reads from, and the aggregation's name."""
+    def _wire(self, store: str, prefix: str, name: str | None) -> tuple[GraphNode, str]:
+        """The node an aggregation with ``store`` reads from, and the aggregation's name.
+
+        ``name``: the name a ``Named`` gave the aggregation, if any.
+        """
 
     def _repartitioned(self, make: Callable[[], GraphNode]) -> GraphNode:
         """``make()``'s repartition source, or with a ``Grouped`` name the one made first."""
@@ -138,19 +145,21 @@ class _Grouping(ABC):
         return source
 
     def _aggregate(self, kind: _Kind, materialized: Materialized | None,
-                   count_with_materialized: bool = False) -> KTable:
+                   count_with_materialized: bool = False, named: Named | None = None) -> KTable:
         """Add the store, the repartition topic if needed and the processor of ``kind``.
 
         ``count_with_materialized``: a stream ``count`` given a ``Materialized`` without a
         store name spends one extra number first (Kafka keeps that for compatibility).
+        ``named`` names the processor (and a table's repartition nodes).
         """
+        given = name_of(named)
         m = _materialized(materialized)
         b = self._builder
         if count_with_materialized and m.name is None:
             b.next_name(f"{kind.store_prefix}-STATE-STORE")
         store = m.name or b.next_name(f"{kind.store_prefix}-STATE-STORE")
         key_serde = m.key_serde or self._key_serde
-        source, name = self._wire(store, kind.prefix)
+        source, name = self._wire(store, kind.prefix, given)
         window = kind.window
         if window is None:
             b.add_kv_store(store, key_serde, m.persistence)
@@ -261,39 +270,51 @@ class _StreamAggregations:
 
     _grouping: KGroupedStream
 
-    def count(self, materialized: Materialized | None = None) -> KTable:
+    def count(self, materialized: Materialized | None = None, *,
+              named: Named | None = None) -> KTable:
         """Count records per key; ``None`` keys are dropped and counted.
 
         As Kafka's ``count(Materialized)``, a ``materialized`` that names no store spends
         one generated number more than ``count()``.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-AGGREGATE-<n>``.
         """
         kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, ap.count_initializer,
                             ap.count_adder, None)
-        return self._grouping._aggregate(kind, materialized, materialized is not None)
+        return self._grouping._aggregate(kind, materialized, materialized is not None, named)
 
     def reduce(self, reducer: Callable[[Any, Any], Any],
-               materialized: Materialized | None = None) -> KTable:
+               materialized: Materialized | None = None, *,
+               named: Named | None = None) -> KTable:
         """Combine values per key with ``reducer(agg, value)``.
 
         The first value of a key starts its aggregate.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-REDUCE-<n>``.
         """
         _check(reducer, "reducer")
         kind = _stream_kind("KSTREAM-REDUCE", _reduce_serde, None,
                             _reducer_as_aggregator(reducer), None)
-        return self._grouping._aggregate(kind, materialized)
+        return self._grouping._aggregate(kind, materialized, named=named)
 
     def aggregate(self, initializer: Callable[[], Any],
                   aggregator: Callable[[Any, Any, Any], Any],
-                  materialized: Materialized | None = None) -> KTable:
+                  materialized: Materialized | None = None, *,
+                  named: Named | None = None) -> KTable:
         """Fold values per key: ``agg = aggregator(key, value, agg)``.
 
         Each aggregate starts from ``initializer()``.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-AGGREGATE-<n>``.
         """
         _check(initializer, "initializer")
         _check(aggregator, "aggregator")
         kind = _stream_kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
                             None)
-        return self._grouping._aggregate(kind, materialized)
+        return self._grouping._aggregate(kind, materialized, named=named)
 
 
 class KGroupedStream(_Grouping, _StreamAggregations):
@@ -304,10 +325,10 @@ class KGroupedStream(_Grouping, _StreamAggregations):
         super().__init__(builder, node, key_serde, value_serde, repartition, name)
         self._grouping = self
 
-    def _wire(self, store: str, prefix: str) -> tuple[GraphNode, str]:
+    def _wire(self, store: str, prefix: str, name: str | None) -> tuple[GraphNode, str]:
         """Processor name first, then the repartition topic if the key changed upstream."""
         b = self._builder
-        name = b.next_name(prefix)
+        name = b.given_or_next(prefix, name)
         if not self._repartition:
             return self._node, name
         if self._reused is not None:  # a reused topic still spends its three numbers
@@ -355,48 +376,60 @@ class TimeWindowedKStream:
         self._windows = windows
 
     def count(self, materialized: Materialized | None = None, *,
-              late_records_to: str | None = None) -> KTable:
+              late_records_to: str | None = None,
+              named: Named | None = None) -> KTable:
         """Count records per key and window; ``None`` keys are dropped and counted.
 
         As Kafka's ``count(Materialized)``, a ``materialized`` that names no store spends
-        one generated number more than ``count()``.
+        one generated number more than ``count()`` (not for sliding windows, as in Kafka).
 
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-AGGREGATE-<n>`` (``KSTREAM-REDUCE-<n>``).
         :raises TopologyError: for an empty ``late_records_to``.
         """
         kind = _stream_kind("KSTREAM-AGGREGATE", _count_serde, ap.count_initializer, ap.count_adder,
                             self._windows, _late_topic(late_records_to))
-        return self._grouping._aggregate(kind, materialized, materialized is not None)
+        # Kafka's TimeWindowedKStreamImpl.count(Named, Materialized) spends a number for an
+        # unnamed store; SlidingWindowedKStreamImpl's does not
+        extra = materialized is not None and not isinstance(self._windows, SlidingWindows)
+        return self._grouping._aggregate(kind, materialized, extra, named)
 
     def reduce(self, reducer: Callable[[Any, Any], Any],
                materialized: Materialized | None = None, *,
-               late_records_to: str | None = None) -> KTable:
+               late_records_to: str | None = None,
+               named: Named | None = None) -> KTable:
         """Combine values per key and window with ``reducer(agg, value)``.
 
         The first value of a window starts its aggregate.
 
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-AGGREGATE-<n>`` (``KSTREAM-REDUCE-<n>``).
         :raises TopologyError: for an empty ``late_records_to``.
         """
         _check(reducer, "reducer")
         kind = _stream_kind("KSTREAM-REDUCE", _reduce_serde, None,
                             _reducer_as_aggregator(reducer), self._windows,
                             _late_topic(late_records_to))
-        return self._grouping._aggregate(kind, materialized)
+        return self._grouping._aggregate(kind, materialized, named=named)
 
     def aggregate(self, initializer: Callable[[], Any],
                   aggregator: Callable[[Any, Any, Any], Any],
                   materialized: Materialized | None = None, *,
-                  late_records_to: str | None = None) -> KTable:
+                  late_records_to: str | None = None,
+                  named: Named | None = None) -> KTable:
         """Fold values per key and window: ``agg = aggregator(key, value, agg)``.
 
         Each window's aggregate starts from ``initializer()``.
 
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-AGGREGATE-<n>`` (``KSTREAM-REDUCE-<n>``).
         :raises TopologyError: for an empty ``late_records_to``.
         """
         _check(initializer, "initializer")
         _check(aggregator, "aggregator")
         kind = _stream_kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
                             self._windows, _late_topic(late_records_to))
-        return self._grouping._aggregate(kind, materialized)
+        return self._grouping._aggregate(kind, materialized, named=named)
 
 
 class SessionWindowedKStream:
@@ -426,22 +459,28 @@ class SessionWindowedKStream:
                      _late_topic(late_records_to))
 
     def count(self, materialized: Materialized | None = None, *,
-              late_records_to: str | None = None) -> KTable:
+              late_records_to: str | None = None,
+              named: Named | None = None) -> KTable:
         """Count records per session; ``None`` keys are dropped and counted.
 
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-AGGREGATE-<n>`` (``KSTREAM-REDUCE-<n>``).
         :raises TopologyError: for an empty ``late_records_to``.
         """
         kind = self._kind("KSTREAM-AGGREGATE", _count_serde, ap.count_initializer, ap.count_adder,
                           _add_counts, late_records_to)
-        return self._grouping._aggregate(kind, materialized, materialized is not None)
+        return self._grouping._aggregate(kind, materialized, materialized is not None, named)
 
     def reduce(self, reducer: Callable[[Any, Any], Any],
                materialized: Materialized | None = None, *,
-               late_records_to: str | None = None) -> KTable:
+               late_records_to: str | None = None,
+               named: Named | None = None) -> KTable:
         """Combine values per session with ``reducer(agg, value)``; merged sessions too.
 
         Merging sessions reduces their aggregates: ``reducer(agg1, agg2)``.
 
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-AGGREGATE-<n>`` (``KSTREAM-REDUCE-<n>``).
         :raises TopologyError: for an empty ``late_records_to``.
         """
         _check(reducer, "reducer")
@@ -452,19 +491,22 @@ class SessionWindowedKStream:
 
         kind = self._kind("KSTREAM-REDUCE", _reduce_serde, _none, aggregator, merger,
                           late_records_to)
-        return self._grouping._aggregate(kind, materialized)
+        return self._grouping._aggregate(kind, materialized, named=named)
 
     def aggregate(self, initializer: Callable[[], Any],
                   aggregator: Callable[[Any, Any, Any], Any],
                   merger: Callable[[Any, Any, Any], Any],
                   materialized: Materialized | None = None, *,
-                  late_records_to: str | None = None) -> KTable:
+                  late_records_to: str | None = None,
+                  named: Named | None = None) -> KTable:
         """Fold values per session: ``aggregator(key, value, agg)``; ``merger(key, a1, a2)``.
 
         A new session starts from ``initializer()``; sessions merged by a record are
         combined with ``merger`` (starting from ``initializer()``) before the record is
         added.
 
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-AGGREGATE-<n>`` (``KSTREAM-REDUCE-<n>``).
         :raises TopologyError: for an empty ``late_records_to``.
         """
         _check(initializer, "initializer")
@@ -472,7 +514,7 @@ class SessionWindowedKStream:
         _check(merger, "merger")
         kind = self._kind("KSTREAM-AGGREGATE", _aggregate_serde, initializer, aggregator,
                           merger, late_records_to)
-        return self._grouping._aggregate(kind, materialized)
+        return self._grouping._aggregate(kind, materialized, named=named)
 
 
 def _add_counts(key: Any, agg1: int, agg2: int) -> int:
@@ -486,24 +528,37 @@ class KGroupedTable(_Grouping):
                  value_serde: Serde[Any] | None, name: str | None) -> None:
         super().__init__(builder, node, key_serde, value_serde, True, name)
 
-    def _wire(self, store: str, prefix: str) -> tuple[GraphNode, str]:
+    def _wire(self, store: str, prefix: str, name: str | None) -> tuple[GraphNode, str]:
         """Repartition sink and source names, then the processor name, then the topic."""
         b = self._builder
-        sink = b.next_name("KSTREAM-SINK")
-        source = b.next_name("KSTREAM-SOURCE")
-        name = b.next_name(prefix)
+        sink = b.suffixed_or_next("KSTREAM-SINK", name, "-sink")
+        source = b.suffixed_or_next("KSTREAM-SOURCE", name, "-source")
+        name = b.given_or_next(prefix, name)
         topic = f"{self._name or store}-repartition"
         return self._repartitioned(
             lambda: b.add_table_repartition(self._node, topic, sink, source)), name
 
-    def count(self, materialized: Materialized | None = None) -> KTable:
-        """Count rows per new key."""
+    def count(self, materialized: Materialized | None = None, *,
+              named: Named | None = None) -> KTable:
+        """Count rows per new key.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``; its repartition sink and source are then ``<name>-sink`` and
+            ``<name>-source``); without it ``KTABLE-AGGREGATE-<n>``.
+        """
         return self._table_aggregate("KTABLE-AGGREGATE", _count_serde, materialized,
-                                     ap.count_initializer, ap.count_adder, ap.count_subtractor)
+                                     ap.count_initializer, ap.count_adder, ap.count_subtractor,
+                                     named)
 
     def reduce(self, adder: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any],
-               materialized: Materialized | None = None) -> KTable:
-        """Combine rows per new key: ``adder(agg, value)``, ``subtractor(agg, value)``."""
+               materialized: Materialized | None = None, *,
+               named: Named | None = None) -> KTable:
+        """Combine rows per new key: ``adder(agg, value)``, ``subtractor(agg, value)``.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``; its repartition sink and source are then ``<name>-sink`` and
+            ``<name>-source``); without it ``KTABLE-REDUCE-<n>``.
+        """
         _check(adder, "adder")
         _check(subtractor, "subtractor")
 
@@ -513,23 +568,31 @@ class KGroupedTable(_Grouping):
                 lambda k, v, agg: subtractor(agg, v), old)
 
         kind = _Kind("KTABLE-REDUCE", "KTABLE-AGGREGATE", _reduce_serde, processor)
-        return self._aggregate(kind, materialized)
+        return self._aggregate(kind, materialized, named=named)
 
     def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
                   subtractor: Callable[[Any, Any, Any], Any],
-                  materialized: Materialized | None = None) -> KTable:
-        """Fold rows per new key: ``adder(key, value, agg)``, ``subtractor(key, value, agg)``."""
+                  materialized: Materialized | None = None, *,
+                  named: Named | None = None) -> KTable:
+        """Fold rows per new key: ``adder(key, value, agg)``, ``subtractor(key, value, agg)``.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``; its repartition sink and source are then ``<name>-sink`` and
+            ``<name>-source``); without it ``KTABLE-AGGREGATE-<n>``.
+        """
         _check(initializer, "initializer")
         _check(adder, "adder")
         _check(subtractor, "subtractor")
         return self._table_aggregate("KTABLE-AGGREGATE", _aggregate_serde, materialized,
-                                     initializer, adder, subtractor)
+                                     initializer, adder, subtractor, named)
 
     def _table_aggregate(self, prefix: str, value_serde: Callable[..., Serde[Any] | None],
                          materialized: Materialized | None, initializer: Callable[[], Any],
                          adder: Callable[[Any, Any, Any], Any],
-                         subtractor: Callable[[Any, Any, Any], Any]) -> KTable:
+                         subtractor: Callable[[Any, Any, Any], Any],
+                         named: Named | None) -> KTable:
         def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
             return lambda: ap.TableAggregateProcessor(store, initializer, adder, subtractor, old)
 
-        return self._aggregate(_Kind(prefix, prefix, value_serde, processor), materialized)
+        return self._aggregate(_Kind(prefix, prefix, value_serde, processor), materialized,
+                               named=named)

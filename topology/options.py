@@ -1,4 +1,4 @@
-"""Options of DSL calls: ``Consumed``, ``Produced``, ``Grouped``, ``Materialized``."""
+"""Options of DSL calls: ``Consumed``, ``Produced``, ``Grouped``, ``Materialized``, ``Named``."""
 
 from __future__ import annotations
 
@@ -8,14 +8,94 @@ from typing import Any
 
 from suppress.time import to_millis
 
+from .errors import TopologyError
 from .serde import Serde
 
-__all__ = ("Consumed", "Grouped", "Materialized", "Produced", "checked_materialized")
+__all__ = ("Consumed", "Grouped", "Materialized", "Named", "Produced", "checked_materialized",
+           "name_of")
 
 
 def _check_serde(serde: Any, what: str) -> None:
     if serde is not None and not isinstance(serde, Serde):
         raise TypeError(f"{what} must be a Serde (see topology.Serdes), got {type(serde).__name__}")
+
+
+_MAX_NAME_LENGTH = 249
+"""Kafka's ``Named.MAX_NAME_LENGTH`` (a topic name's limit)."""
+
+
+def _is_legal_char(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c in "._-")
+
+
+def validate_name(name: str) -> None:
+    """Check ``name`` as Kafka's ``Named.validate`` does (the rules of topic names).
+
+    :raises TopologyError: for an empty name, ``.`` or ``..``, more than 249 characters, or
+        a character other than ASCII letters, digits, ``.``, ``_`` and ``-``.
+    """
+    if not name:
+        raise TopologyError("Name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise TopologyError('Name cannot be "." or ".."')
+    if len(name) > _MAX_NAME_LENGTH:
+        raise TopologyError(f"Name is illegal, it can't be longer than {_MAX_NAME_LENGTH} "
+                            f"characters, name: {name}")
+    if not all(_is_legal_char(c) for c in name):
+        raise TopologyError(f'Name "{name}" is illegal, it contains a character other than '
+                            "ASCII alphanumerics, '.', '_' and '-'")
+
+
+@dataclass(frozen=True)
+class Named:
+    """The name of a DSL operation's processor: Kafka's ``Named``.
+
+    Build one with :meth:`as_` (``as`` is a Python keyword) and pass it as ``named=`` to a DSL
+    method; the processor is then called ``name`` instead of ``<PREFIX>-<n>``, and operations
+    that add several processors derive their names from it as Kafka does (a table-table join:
+    ``name`` for the merge, ``name-join-this`` and ``name-join-other``; a table aggregation:
+    ``name-sink`` and ``name-source`` for its repartition topic). Where Kafka still spends a
+    number on the name it did not generate, so does this library: the other nodes keep the
+    numbers they would have had without the name.
+
+    The name must be a legal Kafka topic name: 1 to 249 ASCII letters, digits, ``.``, ``_``
+    or ``-``, and not ``.`` or ``..``.
+
+    :raises TypeError: for a name that is not a ``str``.
+    :raises TopologyError: for an illegal name (Kafka's ``TopologyException`` message).
+    """
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"Named needs a str name, got {type(self.name).__name__}")
+        validate_name(self.name)
+
+    @staticmethod
+    def as_(name: str) -> Named:
+        """A ``Named`` giving the processor the name ``name`` (Kafka's ``Named.as``).
+
+        :raises TypeError: for a name that is not a ``str``.
+        :raises TopologyError: for an illegal name.
+        """
+        return Named(name)
+
+    def with_name(self, name: str) -> Named:
+        """A ``Named`` with ``name`` instead (Kafka's ``withName``)."""
+        return Named(name)
+
+
+def name_of(named: Named | None) -> str | None:
+    """The name ``named`` gives, or ``None`` without one.
+
+    :raises TypeError: for anything but a ``Named`` or ``None``.
+    """
+    if named is None:
+        return None
+    if not isinstance(named, Named):
+        raise TypeError(f"named must be a Named (Named.as_(name)), got {type(named).__name__}")
+    return named.name
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from suppress.time import to_millis
 
 from .errors import TopologyError
-from .options import Grouped, Produced
+from .options import Grouped, Named, Produced, name_of
 from .runtime.api import Processor
 from .runtime.graph import GraphNode
 from .runtime.processors import stateless as sp
@@ -44,9 +44,15 @@ class KStream:
         self._value_serde = value_serde
         self._repartition_required = repartition_required
 
-    def _then(self, prefix: str, factory: Callable[[], Any], *, key_changed: bool = False,
-              keep_value_serde: bool = True) -> KStream:
-        node = self._builder.add_node(prefix, factory, [self._node])
+    def _then(self, prefix: str, factory: Callable[[], Any], named: Named | None, *,
+              key_changed: bool = False, keep_value_serde: bool = True) -> KStream:
+        """Add one node below this stream: ``named``'s name or ``<prefix>-<n>``.
+
+        A number is spent even for a given name (``NamedInternal.orElseGenerateWithPrefix``).
+        """
+        b = self._builder
+        node = b.add_node(prefix, factory, [self._node],
+                          name=b.given_or_next(prefix, name_of(named)))
         return KStream(
             self._builder, node,
             None if key_changed else self._key_serde,
@@ -54,81 +60,138 @@ class KStream:
             self._repartition_required or key_changed,
         )
 
-    def filter(self, predicate: Callable[[Any, Any], bool]) -> KStream:
-        """Keep records for which ``predicate(key, value)`` is true."""
+    def filter(self, predicate: Callable[[Any, Any], bool], *,
+               named: Named | None = None) -> KStream:
+        """Keep records for which ``predicate(key, value)`` is true.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-FILTER-<n>``.
+        """
         _check_callable(predicate, "filter predicate")
-        return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, False))
+        return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, False), named)
 
-    def filter_not(self, predicate: Callable[[Any, Any], bool]) -> KStream:
-        """Drop records for which ``predicate(key, value)`` is true."""
+    def filter_not(self, predicate: Callable[[Any, Any], bool], *,
+                   named: Named | None = None) -> KStream:
+        """Drop records for which ``predicate(key, value)`` is true.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-FILTER-<n>``.
+        """
         _check_callable(predicate, "filter_not predicate")
-        return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, True))
+        return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, True), named)
 
-    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]]) -> KStream:
-        """Replace each record by ``mapper(key, value) -> (new_key, new_value)``."""
+    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], *,
+            named: Named | None = None) -> KStream:
+        """Replace each record by ``mapper(key, value) -> (new_key, new_value)``.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-MAP-<n>``.
+        """
         _check_callable(mapper, "map mapper")
-        return self._then("KSTREAM-MAP", lambda: sp.MapProcessor(mapper), key_changed=True,
-                          keep_value_serde=False)
-
-    def map_values(self, mapper: Callable[[Any], Any]) -> KStream:
-        """Replace each value by ``mapper(value)``; the key is kept."""
-        _check_callable(mapper, "map_values mapper")
-        return self._then("KSTREAM-MAPVALUES", lambda: sp.MapValuesProcessor(mapper),
-                          keep_value_serde=False)
-
-    def flat_map(self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]]) -> KStream:
-        """Replace each record by the pairs of ``mapper(key, value)`` (zero or more)."""
-        _check_callable(mapper, "flat_map mapper")
-        return self._then("KSTREAM-FLATMAP", lambda: sp.FlatMapProcessor(mapper),
+        return self._then("KSTREAM-MAP", lambda: sp.MapProcessor(mapper), named,
                           key_changed=True, keep_value_serde=False)
 
-    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]]) -> KStream:
-        """Replace each value by the values of ``mapper(value)`` (zero or more), same key."""
-        _check_callable(mapper, "flat_map_values mapper")
-        return self._then("KSTREAM-FLATMAPVALUES", lambda: sp.FlatMapValuesProcessor(mapper),
+    def map_values(self, mapper: Callable[[Any], Any], *,
+                   named: Named | None = None) -> KStream:
+        """Replace each value by ``mapper(value)``; the key is kept.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-MAPVALUES-<n>``.
+        """
+        _check_callable(mapper, "map_values mapper")
+        return self._then("KSTREAM-MAPVALUES", lambda: sp.MapValuesProcessor(mapper), named,
                           keep_value_serde=False)
 
-    def select_key(self, mapper: Callable[[Any, Any], Any]) -> KStream:
-        """Re-key each record with ``mapper(key, value)``."""
+    def flat_map(self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]], *,
+                 named: Named | None = None) -> KStream:
+        """Replace each record by the pairs of ``mapper(key, value)`` (zero or more).
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-FLATMAP-<n>``.
+        """
+        _check_callable(mapper, "flat_map mapper")
+        return self._then("KSTREAM-FLATMAP", lambda: sp.FlatMapProcessor(mapper), named,
+                          key_changed=True, keep_value_serde=False)
+
+    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]], *,
+                        named: Named | None = None) -> KStream:
+        """Replace each value by the values of ``mapper(value)`` (zero or more), same key.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-FLATMAPVALUES-<n>``.
+        """
+        _check_callable(mapper, "flat_map_values mapper")
+        return self._then("KSTREAM-FLATMAPVALUES", lambda: sp.FlatMapValuesProcessor(mapper),
+                          named, keep_value_serde=False)
+
+    def select_key(self, mapper: Callable[[Any, Any], Any], *,
+                   named: Named | None = None) -> KStream:
+        """Re-key each record with ``mapper(key, value)``.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-KEY-SELECT-<n>``.
+        """
         _check_callable(mapper, "select_key mapper")
-        return self._then("KSTREAM-KEY-SELECT", lambda: sp.SelectKeyProcessor(mapper),
+        return self._then("KSTREAM-KEY-SELECT", lambda: sp.SelectKeyProcessor(mapper), named,
                           key_changed=True)
 
-    def peek(self, action: Callable[[Any, Any], None]) -> KStream:
-        """Call ``action(key, value)`` for each record, which passes on unchanged."""
-        _check_callable(action, "peek action")
-        return self._then("KSTREAM-PEEK", lambda: sp.PeekProcessor(action))
+    def peek(self, action: Callable[[Any, Any], None], *,
+             named: Named | None = None) -> KStream:
+        """Call ``action(key, value)`` for each record, which passes on unchanged.
 
-    def merge(self, other: KStream) -> KStream:
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-PEEK-<n>``.
+        """
+        _check_callable(action, "peek action")
+        return self._then("KSTREAM-PEEK", lambda: sp.PeekProcessor(action), named)
+
+    def merge(self, other: KStream, *, named: Named | None = None) -> KStream:
         """Interleave this stream with ``other`` (records keep their own timestamps).
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-MERGE-<n>``.
 
         :raises TopologyError: if ``other`` belongs to another builder.
         """
         if not isinstance(other, KStream) or other._builder is not self._builder:
             raise TopologyError("merge() needs a KStream of the same StreamsBuilder")
-        node = self._builder.add_node("KSTREAM-MERGE", sp.PassThrough, [self._node, other._node])
+        b = self._builder
+        node = b.add_node("KSTREAM-MERGE", sp.PassThrough, [self._node, other._node],
+                          name=b.given_or_next("KSTREAM-MERGE", name_of(named)))
         same_key = self._key_serde is other._key_serde
         same_value = self._value_serde is other._value_serde
         return KStream(self._builder, node, self._key_serde if same_key else None,
                        self._value_serde if same_value else None,
                        self._repartition_required or other._repartition_required)
 
-    def to(self, topic: str, produced: Produced | None = None) -> None:
-        """Write every record to ``topic``, serialized with ``produced``'s serdes if given."""
+    def to(self, topic: str, produced: Produced | None = None, *,
+           named: Named | None = None) -> None:
+        """Write every record to ``topic``, serialized with ``produced``'s serdes if given.
+
+        :param named: a :class:`~topology.Named` giving the sink's name (Kafka's
+            ``Produced.as``); without it ``KSTREAM-SINK-<n>``.
+        """
         if not isinstance(topic, str) or not topic:
             raise TopologyError(f"topic must be a non-empty str, got {topic!r}")
         produced = produced or Produced()
-        self._builder.add_node(
+        b = self._builder
+        b.add_node(
             "KSTREAM-SINK", lambda: sp.SinkProcessor(topic, produced.key_serde,
                                                      produced.value_serde),
-            [self._node], kind="sink", topics=(topic,))
+            [self._node], name=b.given_or_next("KSTREAM-SINK", name_of(named)), kind="sink",
+            topics=(topic,))
 
-    def process(self, supplier: Callable[[], Processor], *store_names: str) -> KStream:
+    def process(self, supplier: Callable[[], Processor], *store_names: str,
+                named: Named | None = None) -> KStream:
         """Run a user :class:`~topology.runtime.api.Processor` (a fresh one per task).
 
         ``store_names`` are stores added with ``StreamsBuilder.add_state_store``
         (key-value), ``add_window_store`` or ``add_session_store`` that the processor may
         open with ``context.get_state_store(name)``.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KSTREAM-PROCESSOR-<n>``. As in Kafka, a given name
+            spends no number.
 
         :raises TopologyError: for an unknown store name.
         """
@@ -139,11 +202,11 @@ class KStream:
                                     "StreamsBuilder.add_state_store first")
         node = self._builder.add_node(
             "KSTREAM-PROCESSOR", lambda: sp.UserProcessorAdapter(supplier, store_names),
-            [self._node], stores=list(store_names))
+            [self._node], name=name_of(named), stores=list(store_names))
         return KStream(self._builder, node, None, None, True)
 
     def join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
-             grace: int | _dt.timedelta | None = None) -> KStream:
+             grace: int | _dt.timedelta | None = None, named: Named | None = None) -> KStream:
         """Inner join with ``table``: ``joiner(stream_value, table_value)`` for each match.
 
         Each stream record looks the table up by its key: a versioned table **as of the
@@ -161,29 +224,39 @@ class KStream:
 
         Named ``KSTREAM-JOIN-<n>`` as in Kafka.
 
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Joined.as``; a number is spent anyway); a repartition before the join is then
+            ``<name>-repartition``, its nodes ``<name>-repartition-sink``, ``-filter`` and
+            ``-source``.
+
         :raises TypeError: for a non-table ``table`` or a non-callable ``joiner``.
         :raises TopologyError: for a windowed table; a grace period on a table that is not
             versioned, or longer than the table's history retention.
         :raises ValueError: for a negative grace period.
         """
-        return self._join_table(table, joiner, False, grace)
+        return self._join_table(table, joiner, False, grace, named)
 
     def left_join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
-                  grace: int | _dt.timedelta | None = None) -> KStream:
+                  grace: int | _dt.timedelta | None = None,
+                  named: Named | None = None) -> KStream:
         """Left join with ``table``: as :meth:`join`, with ``table_value`` ``None`` if absent.
 
         Named ``KSTREAM-LEFTJOIN-<n>`` as in Kafka.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Joined.as``), as for :meth:`join`.
         """
-        return self._join_table(table, joiner, True, grace)
+        return self._join_table(table, joiner, True, grace, named)
 
     def _join_table(self, table: KTable, joiner: Callable[[Any, Any], Any], left: bool,
-                    grace: int | _dt.timedelta | None) -> KStream:
+                    grace: int | _dt.timedelta | None, named: Named | None) -> KStream:
         from .table import KTable
 
         what = "KStream.left_join" if left else "KStream.join"
         if not isinstance(table, KTable):
             raise TypeError(f"{what} needs a KTable, got {type(table).__name__}")
         _check_callable(joiner, f"{what} joiner")
+        given = name_of(named)
         grace_ms = None if grace is None else to_millis(grace, "grace")
         if grace_ms is not None:
             retention = table._history_retention_ms
@@ -197,13 +270,14 @@ class KStream:
         lookup = table.looked_up(what)
         b = self._builder
         parent = self._node
-        if self._repartition_required:
-            parent = b.add_stream_repartition(parent, parent.name)
+        if self._repartition_required:  # KStreamImpl.join: repartitionForJoin(name or this)
+            parent = b.add_stream_repartition(parent, given or parent.name)
         key_ser = serializer_of(self._key_serde)
+        prefix = "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN"
         node = b.add_node(
-            "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
+            prefix,
             lambda: StreamTableJoinProcessor(lookup.getter, joiner, left, grace_ms, key_ser),
-            [parent], stores=list(lookup.stores))
+            [parent], name=b.given_or_next(prefix, given), stores=list(lookup.stores))
         return KStream(b, node, self._key_serde, None)
 
     def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:

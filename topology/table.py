@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from suppress.config import Suppressed
 
 from .errors import TopologyError
-from .options import Grouped, Materialized, checked_materialized
+from .options import Grouped, Materialized, Named, checked_materialized, name_of
 from .runtime.getters import (
     FilterGetter,
     GetterFactory,
@@ -78,12 +78,8 @@ class TableLookup:
     stores: tuple[str, ...]
 
 
-_JOIN_NAMES = {
-    "inner": ("KTABLE-JOINTHIS", "KTABLE-JOINOTHER", "inner", "inner"),
-    "left": ("KTABLE-LEFTTHIS", "KTABLE-LEFTOTHER", "left", "right"),
-    "outer": ("KTABLE-OUTERTHIS", "KTABLE-OUTEROTHER", "outer", "outer"),
-}
-"""Join kind -> node prefixes of this side and the other, and each side's mode."""
+_JOIN_MODES = {"inner": ("inner", "inner"), "left": ("left", "right"), "outer": ("outer", "outer")}
+"""Join kind -> the modes of this side's processor and the other's."""
 
 
 @dataclass(frozen=True)
@@ -126,11 +122,15 @@ class KTable:
         return self._history_retention_ms is not None
 
     def _derive(self, prefix: str, factory: Callable[[], Any], old: OldValues,
-                value_serde: Serde[Any] | None, name: str | None = None,
+                value_serde: Serde[Any] | None, name: str | None = None, *,
+                named: Named | None = None,
                 stores: list[str] | None = None,
                 lookup: Callable[[], TableLookup] | None = None,
                 history_retention_ms: int | None = None) -> KTable:
-        node = self._builder.add_node(prefix, factory, [self._node], name=name, stores=stores)
+        b = self._builder
+        if name is None:  # NamedInternal.orElseGenerateWithPrefix: a number spent either way
+            name = b.given_or_next(prefix, name_of(named))
+        node = b.add_node(prefix, factory, [self._node], name=name, stores=stores)
         return KTable(self._builder, node, self._key_serde, value_serde, old, self._window,
                       lookup=lookup, history_retention_ms=history_retention_ms)
 
@@ -157,13 +157,19 @@ class KTable:
                                 "joins on windowed tables are not supported")
         return self._lookup()
 
-    def filter(self, predicate: Callable[[Any, Any], bool]) -> KTable:
-        """Keep rows for which ``predicate(key, value)`` holds; others become deletes."""
+    def filter(self, predicate: Callable[[Any, Any], bool], *,
+               named: Named | None = None) -> KTable:
+        """Keep rows for which ``predicate(key, value)`` holds; others become deletes.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KTABLE-FILTER-<n>``.
+        """
         if not callable(predicate):
             raise TypeError("filter predicate must be callable")
-        return self._filter(predicate, False)
+        return self._filter(predicate, False, named)
 
-    def _filter(self, predicate: Callable[[Any, Any], bool], negate: bool) -> KTable:
+    def _filter(self, predicate: Callable[[Any, Any], bool], negate: bool,
+                named: Named | None) -> KTable:
         old = OldValues(self._old_values)
         versioned = self.is_versioned
 
@@ -172,31 +178,47 @@ class KTable:
 
         return self._derive("KTABLE-FILTER",
                             lambda: tp.TableFilterProcessor(predicate, negate, old, versioned),
-                            old, self._value_serde,
+                            old, self._value_serde, named=named,
                             lookup=self._derived_lookup(lambda g: FilterGetter(g, keep)),
                             history_retention_ms=self._history_retention_ms)
 
-    def filter_not(self, predicate: Callable[[Any, Any], bool]) -> KTable:
-        """Drop rows for which ``predicate(key, value)`` holds (they become deletes)."""
+    def filter_not(self, predicate: Callable[[Any, Any], bool], *,
+                   named: Named | None = None) -> KTable:
+        """Drop rows for which ``predicate(key, value)`` holds (they become deletes).
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KTABLE-FILTER-<n>``.
+        """
         if not callable(predicate):
             raise TypeError("filter_not predicate must be callable")
-        return self._filter(predicate, True)
+        return self._filter(predicate, True, named)
 
-    def map_values(self, mapper: Callable[[Any], Any]) -> KTable:
-        """Map each value with ``mapper(value)``; deletes stay deletes."""
+    def map_values(self, mapper: Callable[[Any], Any], *,
+                   named: Named | None = None) -> KTable:
+        """Map each value with ``mapper(value)``; deletes stay deletes.
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KTABLE-MAPVALUES-<n>``.
+        """
         if not callable(mapper):
             raise TypeError("map_values mapper must be callable")
         old = OldValues(self._old_values)
         return self._derive("KTABLE-MAPVALUES", lambda: tp.TableMapValuesProcessor(mapper, old),
-                            old, None,
+                            old, None, named=named,
                             lookup=self._derived_lookup(lambda g: MapValuesGetter(g, mapper)),
                             history_retention_ms=self._history_retention_ms)
 
-    def to_stream(self) -> KStream:
-        """The stream of this table's updates: each change's new value (``None`` = delete)."""
+    def to_stream(self, *, named: Named | None = None) -> KStream:
+        """The stream of this table's updates: each change's new value (``None`` = delete).
+
+        :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
+            ``Named``); without it ``KTABLE-TOSTREAM-<n>``.
+        """
         from .stream import KStream
 
-        node = self._builder.add_node("KTABLE-TOSTREAM", tp.ToStreamProcessor, [self._node])
+        b = self._builder
+        node = b.add_node("KTABLE-TOSTREAM", tp.ToStreamProcessor, [self._node],
+                          name=b.given_or_next("KTABLE-TOSTREAM", name_of(named)))
         return KStream(self._builder, node, self._key_serde, self._value_serde)
 
     def suppress(self, suppressed: Suppressed) -> KTable:
@@ -309,44 +331,52 @@ class KTable:
     # -- table-table joins ---------------------------------------------------------------------
 
     def join(self, other: KTable, joiner: Callable[[Any, Any], Any],
-             materialized: Materialized | None = None) -> KTable:
+             materialized: Materialized | None = None, *,
+             named: Named | None = None) -> KTable:
         """Inner join with ``other`` on the key: ``joiner(this_value, other_value)``.
 
         An update of either side reads the other side's current value (a versioned side: its
         latest) and, while both have one, updates the result; a delete of either side deletes
         it. The result's timestamp is the later of the two sides'. Out-of-order updates of a
         versioned side are dropped and counted (``dropped-records-total``, reason
-        ``out-of-order-update``). ``materialized`` may name a store for the result.
+        ``out-of-order-update``). ``materialized`` stores the result, in its named store or,
+        without a name, in ``KTABLE-MERGE-STATE-STORE-<n>`` (as Kafka).
 
-        Names as Kafka: ``KTABLE-JOINTHIS-<n>``, ``KTABLE-JOINOTHER-<n+1>``,
-        ``KTABLE-MERGE-<n+2>``.
+        Names as Kafka (``KTableImpl.doJoin``): ``KTABLE-MERGE-<n>``, ``KTABLE-JOINTHIS-<n+1>``,
+        ``KTABLE-JOINOTHER-<n+2>``, for every kind of join.
+
+        :param named: a :class:`~topology.Named` giving the processors' names (Kafka's
+            ``Named``): ``<name>`` for the merge, ``<name>-join-this`` and
+            ``<name>-join-other`` for the two sides (numbers are spent anyway).
 
         :raises TypeError: for a non-table ``other``, a non-callable joiner or a bad
             ``materialized``.
         :raises TopologyError: for a windowed table on either side.
         """
-        return self._table_join(other, joiner, "inner", materialized)
+        return self._table_join(other, joiner, "inner", materialized, named)
 
     def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
-                  materialized: Materialized | None = None) -> KTable:
+                  materialized: Materialized | None = None, *,
+                  named: Named | None = None) -> KTable:
         """Left join with ``other``: every key of this table, ``other_value`` ``None`` if absent.
 
-        As :meth:`join`, except that this side's value alone gives a result. Names:
-        ``KTABLE-LEFTTHIS-<n>``, ``KTABLE-LEFTOTHER-<n+1>``, ``KTABLE-MERGE-<n+2>``.
+        As :meth:`join` (names and ``named`` included), except that this side's value alone
+        gives a result.
         """
-        return self._table_join(other, joiner, "left", materialized)
+        return self._table_join(other, joiner, "left", materialized, named)
 
     def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
-                   materialized: Materialized | None = None) -> KTable:
+                   materialized: Materialized | None = None, *,
+                   named: Named | None = None) -> KTable:
         """Outer join with ``other``: every key of either table (the missing side ``None``).
 
-        As :meth:`join`, except that either side's value alone gives a result. Names:
-        ``KTABLE-OUTERTHIS-<n>``, ``KTABLE-OUTEROTHER-<n+1>``, ``KTABLE-MERGE-<n+2>``.
+        As :meth:`join` (names and ``named`` included), except that either side's value
+        alone gives a result.
         """
-        return self._table_join(other, joiner, "outer", materialized)
+        return self._table_join(other, joiner, "outer", materialized, named)
 
     def _table_join(self, other: KTable, joiner: Callable[[Any, Any], Any], kind: str,
-                    materialized: Materialized | None) -> KTable:
+                    materialized: Materialized | None, named: Named | None) -> KTable:
         if not isinstance(other, KTable):
             raise TypeError(f"{kind} join needs a KTable, got {type(other).__name__}")
         if not callable(joiner):
@@ -355,15 +385,20 @@ class KTable:
         if m.is_versioned:
             raise TopologyError("a join result keeps its latest value: Materialized.versioned "
                                 "is only for StreamsBuilder.table")
+        given = name_of(named)
         what = f"KTable.{'join' if kind == 'inner' else kind + '_join'}"
         this_lookup = self.looked_up(what)
         other_lookup = other.looked_up(what)
         b = self._builder
-        this_prefix, other_prefix, this_mode, other_mode = _JOIN_NAMES[kind]
-        this_name = b.next_name(this_prefix)
-        other_name = b.next_name(other_prefix)
-        merge_name = b.next_name("KTABLE-MERGE")
+        this_mode, other_mode = _JOIN_MODES[kind]
+        # KTableImpl.join(..., Materialized): MaterializedInternal names an unnamed store
+        # first; doJoin then names the merge, this side and the other side, in that order
         store = m.name
+        if store is None and materialized is not None:
+            store = b.next_name("KTABLE-MERGE-STATE-STORE")
+        merge_name = b.given_or_next("KTABLE-MERGE", given)
+        this_name = b.suffixed_or_next("KTABLE-JOINTHIS", given, "-join-this")
+        other_name = b.suffixed_or_next("KTABLE-JOINOTHER", given, "-join-other")
         if store is not None:
             b.add_kv_store(store, m.key_serde or self._key_serde, m.persistence)
         old = OldValues(self._old_values, other._old_values)
@@ -371,10 +406,10 @@ class KTable:
         def reversed_joiner(other_value: Any, this_value: Any) -> Any:
             return joiner(this_value, other_value)
 
-        this_node = b.add_node(this_prefix, lambda: TableJoinProcessor(
+        this_node = b.add_node("KTABLE-JOINTHIS", lambda: TableJoinProcessor(
             other_lookup.getter, joiner, this_mode, old), [self._node], name=this_name,
             stores=list(other_lookup.stores))
-        other_node = b.add_node(other_prefix, lambda: TableJoinProcessor(
+        other_node = b.add_node("KTABLE-JOINOTHER", lambda: TableJoinProcessor(
             this_lookup.getter, reversed_joiner, other_mode, old), [other._node],
             name=other_name, stores=list(this_lookup.stores))
         merge = b.add_node("KTABLE-MERGE", lambda: TableJoinMerger(store, old),
