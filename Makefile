@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "error: $(PYTHON) does not run or is older than 3.11; Python 3.11 or newer is required" >&2; exit 1; }
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m pip install --quiet -e '.[dev,spark]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 # Spark needs a Java runtime, 17 or newer: say so in one line instead of a JVM stack trace.
@@ -47,15 +47,15 @@ example-driver: $(STAMP)
 test: $(STAMP) java
 	$(PY) -m ruff check .
 	$(PY) -m mypy --strict suppress
-	$(PY) -m mypy topology
+	$(PY) -m mypy --strict topology
 	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest
 
-# The static checks of `make test` alone: ruff, then mypy (strict for the suppress engine).
+# The static checks of `make test` alone: ruff, then mypy --strict on both packages.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy --strict suppress
-	$(PY) -m mypy topology
+	$(PY) -m mypy --strict topology
 
 # The documentation site (mkdocs.yml): the guide pages and the API reference from the
 # docstrings, into site/. --strict: a broken link, a page missing from the nav or a docstring

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from suppress.time import to_millis
 
 from .errors import TopologyError
-from .options import Consumed, Materialized, checked_materialized, validate_name
+from .options import Consumed, K, Materialized, V, checked_materialized, validate_name
 from .runtime.getters import KeyValueStoreGetter, VersionedStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
@@ -54,21 +54,27 @@ class StreamsBuilder:
 
     # -- sources -------------------------------------------------------------------------------
 
-    def stream(self, topic: str | list[str], consumed: Consumed | None = None) -> KStream:
+    def stream(self, topic: str | list[str],
+               consumed: Consumed[K, V] | None = None) -> KStream[K, V]:
         """A stream of the records of ``topic`` (or several topics).
+
+        Its key and value types are those of ``consumed``'s serdes (``Any`` without them):
+        ``stream("t", Consumed(Serdes.string(), Serdes.long()))`` is a ``KStream[str, int]``.
 
         :raises TopologyError: if a topic already has a source in this builder.
         """
         from .stream import KStream
 
-        consumed = consumed or Consumed()
+        c: Consumed[K, V] = consumed or Consumed()
         topics = (topic,) if isinstance(topic, str) else tuple(topic)
-        node = self._add_source(topics, consumed)
-        return KStream(self, node, consumed.key_serde, consumed.value_serde)
+        node = self._add_source(topics, c)
+        return KStream(self, node, c.key_serde, c.value_serde)
 
-    def table(self, topic: str, consumed: Consumed | None = None,
-              materialized: Materialized | None = None) -> KTable:
+    def table(self, topic: str, consumed: Consumed[K, V] | None = None,
+              materialized: Materialized | None = None) -> KTable[K, V]:
         """A table of the latest value per key of ``topic``; ``None`` values delete.
+
+        Its key and value types are those of ``consumed``'s serdes, as for :meth:`stream`.
 
         As in Kafka, the table is kept in a key-value store only when it is materialized: when
         ``materialized`` names the store (read it with ``driver.get_key_value_store(name)``),
@@ -120,7 +126,8 @@ class StreamsBuilder:
         return KTable(self, node, key_serde, value_serde, old,
                       store_name=store if named else None, lookup=lookup)
 
-    def _versioned_table(self, topic: str, consumed: Consumed, m: Materialized) -> KTable:
+    def _versioned_table(self, topic: str, consumed: Consumed[Any, Any],
+                         m: Materialized) -> KTable[Any, Any]:
         """:meth:`table` kept in a versioned store (``m.is_versioned``)."""
         from .runtime.processors.table import VersionedTableSourceProcessor
         from .table import KTable, OldValues, TableLookup

@@ -25,10 +25,10 @@ import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .errors import TopologyError
-from .options import Materialized, Named, checked_materialized, name_of
+from .options import K, Materialized, Named, V, checked_materialized, name_of
 from .runtime.getters import KeyValueStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
@@ -40,13 +40,16 @@ from .runtime.store_specs import session_store_spec
 from .serde import Serde, Serdes, serializer_of
 from .state.memory import InMemoryWindowStore
 from .table import KTable, OldValues, TableLookup, WindowInfo
-from .windows import SessionWindows, SlidingWindows, TimeWindows
+from .windows import SessionWindows, SlidingWindows, TimeWindows, Windowed
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
     from .state.rocksdb import Keyspace
 
 __all__ = ("KGroupedStream", "KGroupedTable", "SessionWindowedKStream", "TimeWindowedKStream")
+
+VA = TypeVar("VA")
+"""An aggregate's type."""
 
 
 def _check(fn: Any, what: str) -> None:
@@ -145,7 +148,8 @@ class _Grouping(ABC):
         return source
 
     def _aggregate(self, kind: _Kind, materialized: Materialized | None,
-                   count_with_materialized: bool = False, named: Named | None = None) -> KTable:
+                   count_with_materialized: bool = False,
+                   named: Named | None = None) -> KTable[Any, Any]:
         """Add the store, the repartition topic if needed and the processor of ``kind``.
 
         ``count_with_materialized``: a stream ``count`` given a ``Materialized`` without a
@@ -265,13 +269,13 @@ def _late_topic(topic: str | None) -> str | None:
     return topic
 
 
-class _StreamAggregations:
+class _StreamAggregations(Generic[K, V]):
     """``count``, ``reduce`` and ``aggregate`` of a grouped stream."""
 
-    _grouping: KGroupedStream
+    _grouping: KGroupedStream[K, V]
 
     def count(self, materialized: Materialized | None = None, *,
-              named: Named | None = None) -> KTable:
+              named: Named | None = None) -> KTable[K, int]:
         """Count records per key; ``None`` keys are dropped and counted.
 
         As Kafka's ``count(Materialized)``, a ``materialized`` that names no store spends
@@ -284,9 +288,9 @@ class _StreamAggregations:
                             ap.count_adder, None)
         return self._grouping._aggregate(kind, materialized, materialized is not None, named)
 
-    def reduce(self, reducer: Callable[[Any, Any], Any],
+    def reduce(self, reducer: Callable[[V, V], V],
                materialized: Materialized | None = None, *,
-               named: Named | None = None) -> KTable:
+               named: Named | None = None) -> KTable[K, V]:
         """Combine values per key with ``reducer(agg, value)``.
 
         The first value of a key starts its aggregate.
@@ -299,10 +303,10 @@ class _StreamAggregations:
                             _reducer_as_aggregator(reducer), None)
         return self._grouping._aggregate(kind, materialized, named=named)
 
-    def aggregate(self, initializer: Callable[[], Any],
-                  aggregator: Callable[[Any, Any, Any], Any],
+    def aggregate(self, initializer: Callable[[], VA],
+                  aggregator: Callable[[K, V, VA], VA],
                   materialized: Materialized | None = None, *,
-                  named: Named | None = None) -> KTable:
+                  named: Named | None = None) -> KTable[K, VA]:
         """Fold values per key: ``agg = aggregator(key, value, agg)``.
 
         Each aggregate starts from ``initializer()``.
@@ -317,8 +321,11 @@ class _StreamAggregations:
         return self._grouping._aggregate(kind, materialized, named=named)
 
 
-class KGroupedStream(_Grouping, _StreamAggregations):
-    """A stream grouped by key: aggregate it into a table, or window it first."""
+class KGroupedStream(_Grouping, _StreamAggregations[K, V]):
+    """A stream grouped by key: aggregate it into a table, or window it first.
+
+    Generic in the key and value types (``KGroupedStream[str, int]``), for type checkers only.
+    """
 
     def __init__(self, builder: StreamsBuilder, node: GraphNode, key_serde: Serde[Any] | None,
                  value_serde: Serde[Any] | None, repartition: bool, name: str | None) -> None:
@@ -339,12 +346,14 @@ class KGroupedStream(_Grouping, _StreamAggregations):
         return source, name
 
     @overload
-    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream: ...
+    def windowed_by(self, windows: TimeWindows | SlidingWindows
+                    ) -> TimeWindowedKStream[K, V]: ...
 
     @overload
-    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream[K, V]: ...
 
-    def windowed_by(self, windows: AnyWindows) -> TimeWindowedKStream | SessionWindowedKStream:
+    def windowed_by(self, windows: AnyWindows
+                    ) -> TimeWindowedKStream[K, V] | SessionWindowedKStream[K, V]:
         """Aggregate per key and window: time (tumbling, hopping), sliding or session.
 
         :raises TopologyError: for anything that is not a window definition.
@@ -357,7 +366,7 @@ class KGroupedStream(_Grouping, _StreamAggregations):
                             f"got {type(windows).__name__}")
 
 
-class TimeWindowedKStream:
+class TimeWindowedKStream(Generic[K, V]):
     """A grouped stream cut into time or sliding windows: ``count``, ``reduce``, ``aggregate``.
 
     The result is a table keyed by ``Windowed(key, Window(start, end))`` (time windows:
@@ -371,13 +380,14 @@ class TimeWindowedKStream:
     ``dropped-records-total`` either way.
     """
 
-    def __init__(self, grouped: KGroupedStream, windows: TimeWindows | SlidingWindows) -> None:
+    def __init__(self, grouped: KGroupedStream[K, V],
+                 windows: TimeWindows | SlidingWindows) -> None:
         self._grouping = grouped
         self._windows = windows
 
     def count(self, materialized: Materialized | None = None, *,
               late_records_to: str | None = None,
-              named: Named | None = None) -> KTable:
+              named: Named | None = None) -> KTable[Windowed[K], int]:
         """Count records per key and window; ``None`` keys are dropped and counted.
 
         As Kafka's ``count(Materialized)``, a ``materialized`` that names no store spends
@@ -394,10 +404,10 @@ class TimeWindowedKStream:
         extra = materialized is not None and not isinstance(self._windows, SlidingWindows)
         return self._grouping._aggregate(kind, materialized, extra, named)
 
-    def reduce(self, reducer: Callable[[Any, Any], Any],
+    def reduce(self, reducer: Callable[[V, V], V],
                materialized: Materialized | None = None, *,
                late_records_to: str | None = None,
-               named: Named | None = None) -> KTable:
+               named: Named | None = None) -> KTable[Windowed[K], V]:
         """Combine values per key and window with ``reducer(agg, value)``.
 
         The first value of a window starts its aggregate.
@@ -412,11 +422,11 @@ class TimeWindowedKStream:
                             _late_topic(late_records_to))
         return self._grouping._aggregate(kind, materialized, named=named)
 
-    def aggregate(self, initializer: Callable[[], Any],
-                  aggregator: Callable[[Any, Any, Any], Any],
+    def aggregate(self, initializer: Callable[[], VA],
+                  aggregator: Callable[[K, V, VA], VA],
                   materialized: Materialized | None = None, *,
                   late_records_to: str | None = None,
-                  named: Named | None = None) -> KTable:
+                  named: Named | None = None) -> KTable[Windowed[K], VA]:
         """Fold values per key and window: ``agg = aggregator(key, value, agg)``.
 
         Each window's aggregate starts from ``initializer()``.
@@ -432,7 +442,7 @@ class TimeWindowedKStream:
         return self._grouping._aggregate(kind, materialized, named=named)
 
 
-class SessionWindowedKStream:
+class SessionWindowedKStream(Generic[K, V]):
     """A grouped stream cut into sessions: ``count``, ``reduce``, ``aggregate`` (with a merger).
 
     The result is a table keyed by ``Windowed(key, Window(start, end))``, both ends
@@ -442,7 +452,7 @@ class SessionWindowedKStream:
     ``late_records_to`` works as for :class:`TimeWindowedKStream`.
     """
 
-    def __init__(self, grouped: KGroupedStream, windows: SessionWindows) -> None:
+    def __init__(self, grouped: KGroupedStream[K, V], windows: SessionWindows) -> None:
         self._grouping = grouped
         self._windows = windows
 
@@ -460,7 +470,7 @@ class SessionWindowedKStream:
 
     def count(self, materialized: Materialized | None = None, *,
               late_records_to: str | None = None,
-              named: Named | None = None) -> KTable:
+              named: Named | None = None) -> KTable[Windowed[K], int]:
         """Count records per session; ``None`` keys are dropped and counted.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -471,10 +481,10 @@ class SessionWindowedKStream:
                           _add_counts, late_records_to)
         return self._grouping._aggregate(kind, materialized, materialized is not None, named)
 
-    def reduce(self, reducer: Callable[[Any, Any], Any],
+    def reduce(self, reducer: Callable[[V, V], V],
                materialized: Materialized | None = None, *,
                late_records_to: str | None = None,
-               named: Named | None = None) -> KTable:
+               named: Named | None = None) -> KTable[Windowed[K], V]:
         """Combine values per session with ``reducer(agg, value)``; merged sessions too.
 
         Merging sessions reduces their aggregates: ``reducer(agg1, agg2)``.
@@ -493,12 +503,12 @@ class SessionWindowedKStream:
                           late_records_to)
         return self._grouping._aggregate(kind, materialized, named=named)
 
-    def aggregate(self, initializer: Callable[[], Any],
-                  aggregator: Callable[[Any, Any, Any], Any],
-                  merger: Callable[[Any, Any, Any], Any],
+    def aggregate(self, initializer: Callable[[], VA],
+                  aggregator: Callable[[K, V, VA], VA],
+                  merger: Callable[[K, VA, VA], VA],
                   materialized: Materialized | None = None, *,
                   late_records_to: str | None = None,
-                  named: Named | None = None) -> KTable:
+                  named: Named | None = None) -> KTable[Windowed[K], VA]:
         """Fold values per session: ``aggregator(key, value, agg)``; ``merger(key, a1, a2)``.
 
         A new session starts from ``initializer()``; sessions merged by a record are
@@ -521,8 +531,12 @@ def _add_counts(key: Any, agg1: int, agg2: int) -> int:
     return agg1 + agg2
 
 
-class KGroupedTable(_Grouping):
-    """A table re-grouped by a new key: every update subtracts the old row, adds the new one."""
+class KGroupedTable(_Grouping, Generic[K, V]):
+    """A table re-grouped by a new key: every update subtracts the old row, adds the new one.
+
+    Generic in the new key and value types (``KGroupedTable[str, int]``), for type checkers
+    only.
+    """
 
     def __init__(self, builder: StreamsBuilder, node: GraphNode, key_serde: Serde[Any] | None,
                  value_serde: Serde[Any] | None, name: str | None) -> None:
@@ -539,7 +553,7 @@ class KGroupedTable(_Grouping):
             lambda: b.add_table_repartition(self._node, topic, sink, source)), name
 
     def count(self, materialized: Materialized | None = None, *,
-              named: Named | None = None) -> KTable:
+              named: Named | None = None) -> KTable[K, int]:
         """Count rows per new key.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -550,9 +564,9 @@ class KGroupedTable(_Grouping):
                                      ap.count_initializer, ap.count_adder, ap.count_subtractor,
                                      named)
 
-    def reduce(self, adder: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any],
+    def reduce(self, adder: Callable[[V, V], V], subtractor: Callable[[V, V], V],
                materialized: Materialized | None = None, *,
-               named: Named | None = None) -> KTable:
+               named: Named | None = None) -> KTable[K, V]:
         """Combine rows per new key: ``adder(agg, value)``, ``subtractor(agg, value)``.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -570,10 +584,10 @@ class KGroupedTable(_Grouping):
         kind = _Kind("KTABLE-REDUCE", "KTABLE-AGGREGATE", _reduce_serde, processor)
         return self._aggregate(kind, materialized, named=named)
 
-    def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
-                  subtractor: Callable[[Any, Any, Any], Any],
+    def aggregate(self, initializer: Callable[[], VA], adder: Callable[[K, V, VA], VA],
+                  subtractor: Callable[[K, V, VA], VA],
                   materialized: Materialized | None = None, *,
-                  named: Named | None = None) -> KTable:
+                  named: Named | None = None) -> KTable[K, VA]:
         """Fold rows per new key: ``adder(key, value, agg)``, ``subtractor(key, value, agg)``.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -590,7 +604,7 @@ class KGroupedTable(_Grouping):
                          materialized: Materialized | None, initializer: Callable[[], Any],
                          adder: Callable[[Any, Any, Any], Any],
                          subtractor: Callable[[Any, Any, Any], Any],
-                         named: Named | None) -> KTable:
+                         named: Named | None) -> KTable[Any, Any]:
         def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
             return lambda: ap.TableAggregateProcessor(store, initializer, adder, subtractor, old)
 

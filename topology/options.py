@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from suppress.time import to_millis
 
 from .errors import TopologyError
 from .serde import Serde
+
+if TYPE_CHECKING:  # PEP 696 defaults: a bare ``Consumed`` (or ``Consumed()``) is ``[Any, Any]``
+    from typing_extensions import TypeVar
+
+    K = TypeVar("K", default=Any)
+    V = TypeVar("V", default=Any)
+else:  # typing.TypeVar takes ``default`` from Python 3.13 on only
+    from typing import TypeVar
+
+    K = TypeVar("K")
+    V = TypeVar("V")
 
 __all__ = ("Consumed", "Grouped", "Materialized", "Named", "Produced", "checked_materialized",
            "name_of")
@@ -99,11 +110,15 @@ def name_of(named: Named | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class Consumed:
-    """Serdes for reading a source topic. ``None`` keeps the records as piped."""
+class Consumed(Generic[K, V]):
+    """Serdes for reading a source topic. ``None`` keeps the records as piped.
 
-    key_serde: Serde[Any] | None = None
-    value_serde: Serde[Any] | None = None
+    Generic in the key and value types of its serdes: ``Consumed(Serdes.string(), Serdes.long())``
+    is a ``Consumed[str, int]``; a missing serde leaves its type ``Any``.
+    """
+
+    key_serde: Serde[K] | None = None
+    value_serde: Serde[V] | None = None
 
     def __post_init__(self) -> None:
         _check_serde(self.key_serde, "Consumed key_serde")
@@ -111,11 +126,15 @@ class Consumed:
 
 
 @dataclass(frozen=True)
-class Produced:
-    """Serdes for writing a sink topic. ``None`` writes the objects unchanged."""
+class Produced(Generic[K, V]):
+    """Serdes for writing a sink topic. ``None`` writes the objects unchanged.
 
-    key_serde: Serde[Any] | None = None
-    value_serde: Serde[Any] | None = None
+    Generic in the key and value types of its serdes: ``Produced(Serdes.string(), Serdes.long())``
+    is a ``Produced[str, int]``; a missing serde leaves its type ``Any``.
+    """
+
+    key_serde: Serde[K] | None = None
+    value_serde: Serde[V] | None = None
 
     def __post_init__(self) -> None:
         _check_serde(self.key_serde, "Produced key_serde")
@@ -123,11 +142,14 @@ class Produced:
 
 
 @dataclass(frozen=True)
-class Grouped:
-    """Serdes (and optional name) for a grouping and its repartition topic."""
+class Grouped(Generic[K, V]):
+    """Serdes (and optional name) for a grouping and its repartition topic.
 
-    key_serde: Serde[Any] | None = None
-    value_serde: Serde[Any] | None = None
+    Generic in the key and value types of its serdes, as :class:`Consumed`.
+    """
+
+    key_serde: Serde[K] | None = None
+    value_serde: Serde[V] | None = None
     name: str | None = None
 
     def __post_init__(self) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from suppress.time import to_millis
 
 from .errors import TopologyError
-from .options import Grouped, Named, Produced, name_of
+from .options import Grouped, K, Named, Produced, V, name_of
 from .runtime.api import Processor
 from .runtime.graph import GraphNode
 from .runtime.processors import stateless as sp
@@ -23,17 +23,25 @@ if TYPE_CHECKING:
 
 __all__ = ("KStream",)
 
+KR = TypeVar("KR")
+VR = TypeVar("VR")
+VT = TypeVar("VT")
+
 
 def _check_callable(fn: Any, what: str) -> None:
     if not callable(fn):
         raise TypeError(f"{what} must be callable, got {type(fn).__name__}")
 
 
-class KStream:
+class KStream(Generic[K, V]):
     """An unbounded stream of key-value records.
 
     Operations return new handles; key-changing ones (``map``, ``flat_map``, ``select_key``)
     mark the stream so that a later grouping repartitions it by the new key.
+
+    Generic in the key and value types (``KStream[str, int]``), for type checkers only: a
+    source's types come from its ``Consumed`` serdes (``Any`` without them), and each
+    operation derives its result's types from the functions it is given.
     """
 
     def __init__(self, builder: StreamsBuilder, node: GraphNode, key_serde: Serde[Any] | None,
@@ -45,7 +53,7 @@ class KStream:
         self._repartition_required = repartition_required
 
     def _then(self, prefix: str, factory: Callable[[], Any], named: Named | None, *,
-              key_changed: bool = False, keep_value_serde: bool = True) -> KStream:
+              key_changed: bool = False, keep_value_serde: bool = True) -> KStream[Any, Any]:
         """Add one node below this stream: ``named``'s name or ``<prefix>-<n>``.
 
         A number is spent even for a given name (``NamedInternal.orElseGenerateWithPrefix``).
@@ -60,8 +68,8 @@ class KStream:
             self._repartition_required or key_changed,
         )
 
-    def filter(self, predicate: Callable[[Any, Any], bool], *,
-               named: Named | None = None) -> KStream:
+    def filter(self, predicate: Callable[[K, V], bool], *,
+               named: Named | None = None) -> KStream[K, V]:
         """Keep records for which ``predicate(key, value)`` is true.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -70,8 +78,8 @@ class KStream:
         _check_callable(predicate, "filter predicate")
         return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, False), named)
 
-    def filter_not(self, predicate: Callable[[Any, Any], bool], *,
-                   named: Named | None = None) -> KStream:
+    def filter_not(self, predicate: Callable[[K, V], bool], *,
+                   named: Named | None = None) -> KStream[K, V]:
         """Drop records for which ``predicate(key, value)`` is true.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -80,8 +88,8 @@ class KStream:
         _check_callable(predicate, "filter_not predicate")
         return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, True), named)
 
-    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], *,
-            named: Named | None = None) -> KStream:
+    def map(self, mapper: Callable[[K, V], tuple[KR, VR]], *,
+            named: Named | None = None) -> KStream[KR, VR]:
         """Replace each record by ``mapper(key, value) -> (new_key, new_value)``.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -91,8 +99,8 @@ class KStream:
         return self._then("KSTREAM-MAP", lambda: sp.MapProcessor(mapper), named,
                           key_changed=True, keep_value_serde=False)
 
-    def map_values(self, mapper: Callable[[Any], Any], *,
-                   named: Named | None = None) -> KStream:
+    def map_values(self, mapper: Callable[[V], VR], *,
+                   named: Named | None = None) -> KStream[K, VR]:
         """Replace each value by ``mapper(value)``; the key is kept.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -102,8 +110,8 @@ class KStream:
         return self._then("KSTREAM-MAPVALUES", lambda: sp.MapValuesProcessor(mapper), named,
                           keep_value_serde=False)
 
-    def flat_map(self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]], *,
-                 named: Named | None = None) -> KStream:
+    def flat_map(self, mapper: Callable[[K, V], Iterable[tuple[KR, VR]]], *,
+                 named: Named | None = None) -> KStream[KR, VR]:
         """Replace each record by the pairs of ``mapper(key, value)`` (zero or more).
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -113,8 +121,8 @@ class KStream:
         return self._then("KSTREAM-FLATMAP", lambda: sp.FlatMapProcessor(mapper), named,
                           key_changed=True, keep_value_serde=False)
 
-    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]], *,
-                        named: Named | None = None) -> KStream:
+    def flat_map_values(self, mapper: Callable[[V], Iterable[VR]], *,
+                        named: Named | None = None) -> KStream[K, VR]:
         """Replace each value by the values of ``mapper(value)`` (zero or more), same key.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -124,8 +132,8 @@ class KStream:
         return self._then("KSTREAM-FLATMAPVALUES", lambda: sp.FlatMapValuesProcessor(mapper),
                           named, keep_value_serde=False)
 
-    def select_key(self, mapper: Callable[[Any, Any], Any], *,
-                   named: Named | None = None) -> KStream:
+    def select_key(self, mapper: Callable[[K, V], KR], *,
+                   named: Named | None = None) -> KStream[KR, V]:
         """Re-key each record with ``mapper(key, value)``.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -135,8 +143,8 @@ class KStream:
         return self._then("KSTREAM-KEY-SELECT", lambda: sp.SelectKeyProcessor(mapper), named,
                           key_changed=True)
 
-    def peek(self, action: Callable[[Any, Any], None], *,
-             named: Named | None = None) -> KStream:
+    def peek(self, action: Callable[[K, V], None], *,
+             named: Named | None = None) -> KStream[K, V]:
         """Call ``action(key, value)`` for each record, which passes on unchanged.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -145,7 +153,7 @@ class KStream:
         _check_callable(action, "peek action")
         return self._then("KSTREAM-PEEK", lambda: sp.PeekProcessor(action), named)
 
-    def merge(self, other: KStream, *, named: Named | None = None) -> KStream:
+    def merge(self, other: KStream[K, V], *, named: Named | None = None) -> KStream[K, V]:
         """Interleave this stream with ``other`` (records keep their own timestamps).
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -164,7 +172,7 @@ class KStream:
                        self._value_serde if same_value else None,
                        self._repartition_required or other._repartition_required)
 
-    def to(self, topic: str, produced: Produced | None = None, *,
+    def to(self, topic: str, produced: Produced[K, V] | None = None, *,
            named: Named | None = None) -> None:
         """Write every record to ``topic``, serialized with ``produced``'s serdes if given.
 
@@ -173,16 +181,15 @@ class KStream:
         """
         if not isinstance(topic, str) or not topic:
             raise TopologyError(f"topic must be a non-empty str, got {topic!r}")
-        produced = produced or Produced()
+        out: Produced[K, V] = produced or Produced()
         b = self._builder
         b.add_node(
-            "KSTREAM-SINK", lambda: sp.SinkProcessor(topic, produced.key_serde,
-                                                     produced.value_serde),
+            "KSTREAM-SINK", lambda: sp.SinkProcessor(topic, out.key_serde, out.value_serde),
             [self._node], name=b.given_or_next("KSTREAM-SINK", name_of(named)), kind="sink",
             topics=(topic,))
 
     def process(self, supplier: Callable[[], Processor], *store_names: str,
-                named: Named | None = None) -> KStream:
+                named: Named | None = None) -> KStream[Any, Any]:
         """Run a user :class:`~topology.runtime.api.Processor` (a fresh one per task).
 
         ``store_names`` are stores added with ``StreamsBuilder.add_state_store``
@@ -205,8 +212,9 @@ class KStream:
             [self._node], name=name_of(named), stores=list(store_names))
         return KStream(self._builder, node, None, None, True)
 
-    def join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
-             grace: int | _dt.timedelta | None = None, named: Named | None = None) -> KStream:
+    def join(self, table: KTable[K, VT], joiner: Callable[[V, VT], VR], *,
+             grace: int | _dt.timedelta | None = None,
+             named: Named | None = None) -> KStream[K, VR]:
         """Inner join with ``table``: ``joiner(stream_value, table_value)`` for each match.
 
         Each stream record looks the table up by its key: a versioned table **as of the
@@ -236,9 +244,9 @@ class KStream:
         """
         return self._join_table(table, joiner, False, grace, named)
 
-    def left_join(self, table: KTable, joiner: Callable[[Any, Any], Any], *,
+    def left_join(self, table: KTable[K, VT], joiner: Callable[[V, VT | None], VR], *,
                   grace: int | _dt.timedelta | None = None,
-                  named: Named | None = None) -> KStream:
+                  named: Named | None = None) -> KStream[K, VR]:
         """Left join with ``table``: as :meth:`join`, with ``table_value`` ``None`` if absent.
 
         Named ``KSTREAM-LEFTJOIN-<n>`` as in Kafka.
@@ -248,8 +256,9 @@ class KStream:
         """
         return self._join_table(table, joiner, True, grace, named)
 
-    def _join_table(self, table: KTable, joiner: Callable[[Any, Any], Any], left: bool,
-                    grace: int | _dt.timedelta | None, named: Named | None) -> KStream:
+    def _join_table(self, table: KTable[Any, Any], joiner: Callable[[Any, Any], Any], left: bool,
+                    grace: int | _dt.timedelta | None,
+                    named: Named | None) -> KStream[Any, Any]:
         from .table import KTable
 
         what = "KStream.left_join" if left else "KStream.join"
@@ -280,17 +289,17 @@ class KStream:
             [parent], name=b.given_or_next(prefix, given), stores=list(lookup.stores))
         return KStream(b, node, self._key_serde, None)
 
-    def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:
+    def group_by_key(self, grouped: Grouped[K, V] | None = None) -> KGroupedStream[K, V]:
         """Group records by their current key (repartitioned if an earlier step changed it)."""
         from .grouped import KGroupedStream
 
-        grouped = grouped or Grouped()
-        return KGroupedStream(self._builder, self._node, grouped.key_serde or self._key_serde,
-                              grouped.value_serde or self._value_serde,
-                              self._repartition_required, grouped.name)
+        g: Grouped[K, V] = grouped or Grouped()
+        return KGroupedStream(self._builder, self._node, g.key_serde or self._key_serde,
+                              g.value_serde or self._value_serde,
+                              self._repartition_required, g.name)
 
-    def group_by(self, selector: Callable[[Any, Any], Any],
-                 grouped: Grouped | None = None) -> KGroupedStream:
+    def group_by(self, selector: Callable[[K, V], KR],
+                 grouped: Grouped[Any, V] | None = None) -> KGroupedStream[KR, V]:
         """Group records by ``selector(key, value) -> new_key`` (always repartitioned).
 
         The key-selecting node is called ``grouped.name`` when given (as in Kafka, which
@@ -299,10 +308,10 @@ class KStream:
         _check_callable(selector, "group_by selector")
         from .grouped import KGroupedStream
 
-        grouped = grouped or Grouped()
-        name = self._builder.given_or_next("KSTREAM-KEY-SELECT", grouped.name)
+        g: Grouped[Any, V] = grouped or Grouped()
+        name = self._builder.given_or_next("KSTREAM-KEY-SELECT", g.name)
         node = self._builder.add_node("KSTREAM-KEY-SELECT",
                                       lambda: sp.SelectKeyProcessor(selector), [self._node],
                                       name=name)
-        return KGroupedStream(self._builder, node, grouped.key_serde,
-                              grouped.value_serde or self._value_serde, True, grouped.name)
+        return KGroupedStream(self._builder, node, g.key_serde,
+                              g.value_serde or self._value_serde, True, g.name)

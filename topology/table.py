@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from suppress.config import Suppressed
 
 from .errors import TopologyError
-from .options import Grouped, Materialized, Named, checked_materialized, name_of
+from .options import Grouped, K, Materialized, Named, V, checked_materialized, name_of
 from .runtime.getters import (
     FilterGetter,
     GetterFactory,
@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from .stream import KStream
 
 __all__ = ("Flag", "KTable", "OldValues", "TableLookup", "WindowInfo")
+
+KR = TypeVar("KR")
+VR = TypeVar("VR")
+VO = TypeVar("VO")
 
 
 class Flag:
@@ -97,8 +101,12 @@ class WindowInfo:
     """The name of the windowed aggregation node (idle close moves its stream time too)."""
 
 
-class KTable:
-    """A table: for each key, its latest value. Updates flow as ``Change(new, old)``."""
+class KTable(Generic[K, V]):
+    """A table: for each key, its latest value. Updates flow as ``Change(new, old)``.
+
+    Generic in the key and value types (``KTable[str, int]``; a windowed aggregation's keys
+    are ``Windowed[K]``), for type checkers only, as :class:`~topology.KStream`.
+    """
 
     def __init__(self, builder: StreamsBuilder, node: GraphNode, key_serde: Serde[Any] | None,
                  value_serde: Serde[Any] | None, old_values: OldValues,
@@ -126,7 +134,7 @@ class KTable:
                 named: Named | None = None,
                 stores: list[str] | None = None,
                 lookup: Callable[[], TableLookup] | None = None,
-                history_retention_ms: int | None = None) -> KTable:
+                history_retention_ms: int | None = None) -> KTable[Any, Any]:
         b = self._builder
         if name is None:  # NamedInternal.orElseGenerateWithPrefix: a number spent either way
             name = b.given_or_next(prefix, name_of(named))
@@ -157,8 +165,8 @@ class KTable:
                                 "joins on windowed tables are not supported")
         return self._lookup()
 
-    def filter(self, predicate: Callable[[Any, Any], bool], *,
-               named: Named | None = None) -> KTable:
+    def filter(self, predicate: Callable[[K, V], bool], *,
+               named: Named | None = None) -> KTable[K, V]:
         """Keep rows for which ``predicate(key, value)`` holds; others become deletes.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -168,12 +176,12 @@ class KTable:
             raise TypeError("filter predicate must be callable")
         return self._filter(predicate, False, named)
 
-    def _filter(self, predicate: Callable[[Any, Any], bool], negate: bool,
-                named: Named | None) -> KTable:
+    def _filter(self, predicate: Callable[[K, V], bool], negate: bool,
+                named: Named | None) -> KTable[K, V]:
         old = OldValues(self._old_values)
         versioned = self.is_versioned
 
-        def keep(key: Any, value: Any) -> bool:
+        def keep(key: K, value: V) -> bool:
             return bool(predicate(key, value)) is not negate
 
         return self._derive("KTABLE-FILTER",
@@ -182,8 +190,8 @@ class KTable:
                             lookup=self._derived_lookup(lambda g: FilterGetter(g, keep)),
                             history_retention_ms=self._history_retention_ms)
 
-    def filter_not(self, predicate: Callable[[Any, Any], bool], *,
-                   named: Named | None = None) -> KTable:
+    def filter_not(self, predicate: Callable[[K, V], bool], *,
+                   named: Named | None = None) -> KTable[K, V]:
         """Drop rows for which ``predicate(key, value)`` holds (they become deletes).
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -193,8 +201,8 @@ class KTable:
             raise TypeError("filter_not predicate must be callable")
         return self._filter(predicate, True, named)
 
-    def map_values(self, mapper: Callable[[Any], Any], *,
-                   named: Named | None = None) -> KTable:
+    def map_values(self, mapper: Callable[[V], VR], *,
+                   named: Named | None = None) -> KTable[K, VR]:
         """Map each value with ``mapper(value)``; deletes stay deletes.
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -208,7 +216,7 @@ class KTable:
                             lookup=self._derived_lookup(lambda g: MapValuesGetter(g, mapper)),
                             history_retention_ms=self._history_retention_ms)
 
-    def to_stream(self, *, named: Named | None = None) -> KStream:
+    def to_stream(self, *, named: Named | None = None) -> KStream[K, V]:
         """The stream of this table's updates: each change's new value (``None`` = delete).
 
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
@@ -221,7 +229,7 @@ class KTable:
                           name=b.given_or_next("KTABLE-TOSTREAM", name_of(named)))
         return KStream(self._builder, node, self._key_serde, self._value_serde)
 
-    def suppress(self, suppressed: Suppressed) -> KTable:
+    def suppress(self, suppressed: Suppressed) -> KTable[K, V]:
         """Hold back updates as ``suppressed`` says (final results or a time limit).
 
         ``Suppressed.until_window_closes`` needs a windowed table: its delay is the grace
@@ -299,8 +307,8 @@ class KTable:
 
         return lookup
 
-    def group_by(self, selector: Callable[[Any, Any], tuple[Any, Any]],
-                 grouped: Grouped | None = None) -> KGroupedTable:
+    def group_by(self, selector: Callable[[K, V], tuple[KR, VR]],
+                 grouped: Grouped[Any, Any] | None = None) -> KGroupedTable[KR, VR]:
         """Re-group rows by ``selector(key, value) -> (new_key, new_value)``.
 
         Each update subtracts the old row's pair and adds the new one downstream (Kafka's
@@ -330,9 +338,9 @@ class KTable:
 
     # -- table-table joins ---------------------------------------------------------------------
 
-    def join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+    def join(self, other: KTable[K, VO], joiner: Callable[[V, VO], VR],
              materialized: Materialized | None = None, *,
-             named: Named | None = None) -> KTable:
+             named: Named | None = None) -> KTable[K, VR]:
         """Inner join with ``other`` on the key: ``joiner(this_value, other_value)``.
 
         An update of either side reads the other side's current value (a versioned side: its
@@ -355,9 +363,9 @@ class KTable:
         """
         return self._table_join(other, joiner, "inner", materialized, named)
 
-    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+    def left_join(self, other: KTable[K, VO], joiner: Callable[[V, VO | None], VR],
                   materialized: Materialized | None = None, *,
-                  named: Named | None = None) -> KTable:
+                  named: Named | None = None) -> KTable[K, VR]:
         """Left join with ``other``: every key of this table, ``other_value`` ``None`` if absent.
 
         As :meth:`join` (names and ``named`` included), except that this side's value alone
@@ -365,9 +373,9 @@ class KTable:
         """
         return self._table_join(other, joiner, "left", materialized, named)
 
-    def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+    def outer_join(self, other: KTable[K, VO], joiner: Callable[[V | None, VO | None], VR],
                    materialized: Materialized | None = None, *,
-                   named: Named | None = None) -> KTable:
+                   named: Named | None = None) -> KTable[K, VR]:
         """Outer join with ``other``: every key of either table (the missing side ``None``).
 
         As :meth:`join` (names and ``named`` included), except that either side's value
@@ -375,8 +383,8 @@ class KTable:
         """
         return self._table_join(other, joiner, "outer", materialized, named)
 
-    def _table_join(self, other: KTable, joiner: Callable[[Any, Any], Any], kind: str,
-                    materialized: Materialized | None, named: Named | None) -> KTable:
+    def _table_join(self, other: KTable[Any, Any], joiner: Callable[[Any, Any], Any], kind: str,
+                    materialized: Materialized | None, named: Named | None) -> KTable[Any, Any]:
         if not isinstance(other, KTable):
             raise TypeError(f"{kind} join needs a KTable, got {type(other).__name__}")
         if not callable(joiner):

@@ -20,11 +20,20 @@ hash), but they are equal only to their own kind: ``Windowed("a", Window(0, 1)) 
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, NamedTuple, final
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, final
 
 from suppress.time import to_millis
 
 __all__ = ("SessionWindows", "SlidingWindows", "TimeWindows", "Window", "Windowed")
+
+if TYPE_CHECKING:  # PEP 696 default: a bare ``Windowed`` is ``Windowed[Any]``
+    from typing_extensions import TypeVar
+
+    K = TypeVar("K", default=Any)
+else:  # typing.TypeVar takes ``default`` from Python 3.13 on only
+    from typing import TypeVar
+
+    K = TypeVar("K")
 
 Duration = int | _dt.timedelta
 LONG_MAX = 2**63 - 1
@@ -52,8 +61,8 @@ class _WindowBounds(NamedTuple):
     end: int
 
 
-class _WindowedParts(NamedTuple):
-    key: Any
+class _WindowedParts(NamedTuple, Generic[K]):
+    key: K
     window: Window
 
 
@@ -87,8 +96,11 @@ class Window(_WindowBounds):
 
 
 @final
-class Windowed(_WindowedParts):
+class Windowed(_WindowedParts[K]):
     """A record key together with the window it was aggregated in.
+
+    Generic in the key's type (``Windowed[str]``): a windowed aggregation of a
+    ``KGroupedStream[K, V]`` is a ``KTable[Windowed[K], ...]``.
 
     An immutable value, equal to another :class:`Windowed` with an equal key and window and
     to nothing else (not to the plain tuple ``(key, (start, end))``); hashable when the key

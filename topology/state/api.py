@@ -10,15 +10,31 @@ every backend implements; ``topology.state.versioned`` holds the semantics they 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, final, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, final, overload, runtime_checkable
 
 from ..errors import StoreClosedError
+
+if TYPE_CHECKING:  # PEP 696 defaults: a bare ``KeyValueStore`` is ``KeyValueStore[Any, Any]``
+    from typing_extensions import TypeVar
+
+    from ..windows import Windowed
+
+    K = TypeVar("K", default=Any)
+    V_co = TypeVar("V_co", covariant=True, default=Any)
+else:  # typing.TypeVar takes ``default`` from Python 3.13 on only
+    from typing import TypeVar
+
+    K = TypeVar("K")
+    V_co = TypeVar("V_co", covariant=True)
 
 __all__ = (
     "MAX_TIMESTAMP",
     "PUT_RETURN_CODE_NOT_PUT",
+    "KeyValueStore",
+    "SessionStore",
+    "WindowStore",
     "PUT_RETURN_CODE_VALID_TO_UNDEFINED",
     "Operation",
     "StoreClosedError",
@@ -232,4 +248,207 @@ class VersionedKeyValueStore(Protocol):
 
     def close(self) -> None:
         """Release the store; later calls raise :class:`StoreClosedError`."""
+        ...
+
+
+# -- the read API of the other built-in store kinds (what the test driver's getters return) ----
+# Static types only (nothing checks them at runtime): every backend of a kind has these
+# methods; K and V_co are the types of the keys and values the store holds (V_co covariant:
+# through this API values are only read).
+
+
+class KeyValueStore(Protocol[K, V_co]):
+    """A key-value store's read API (in memory or RocksDB): ``driver.get_key_value_store``.
+
+    Range queries follow the order of the serialized keys; ``None`` bounds are open.
+    """
+
+    name: str
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the store is kept in RocksDB."""
+        ...
+
+    def get(self, key: K) -> V_co | None:
+        """The value of ``key``, or ``None``."""
+        ...
+
+    def range(self, from_key: K | None = None, to_key: K | None = None
+              ) -> Iterator[tuple[K, V_co]]:
+        """``(key, value)`` pairs with ``from_key <= key <= to_key`` in key-bytes order."""
+        ...
+
+    def reverse_range(self, from_key: K | None = None, to_key: K | None = None
+                      ) -> Iterator[tuple[K, V_co]]:
+        """:meth:`range`, reversed."""
+        ...
+
+    def all(self) -> Iterator[tuple[K, V_co]]:
+        """Every ``(key, value)`` in key-bytes order."""
+        ...
+
+    def reverse_all(self) -> Iterator[tuple[K, V_co]]:
+        """:meth:`all`, reversed."""
+        ...
+
+    def prefix_scan(self, prefix: Any,
+                    prefix_serializer: Callable[[Any], bytes | None] | None = None
+                    ) -> Iterator[tuple[K, V_co]]:
+        """``(key, value)`` pairs whose serialized key starts with the bytes of ``prefix``."""
+        ...
+
+    def reverse_prefix_scan(self, prefix: Any,
+                            prefix_serializer: Callable[[Any], bytes | None] | None = None
+                            ) -> Iterator[tuple[K, V_co]]:
+        """:meth:`prefix_scan`, reversed."""
+        ...
+
+    def approximate_num_entries(self) -> int:
+        """Number of keys."""
+        ...
+
+
+class WindowStore(Protocol[K, V_co]):
+    """A window store's read API (in memory or RocksDB): ``driver.get_window_store``.
+
+    Times are ``int`` ms; ``None`` bounds are open.
+    """
+
+    name: str
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the store is kept in RocksDB."""
+        ...
+
+    @overload
+    def fetch(self, key: K, start: int, /) -> V_co | None: ...
+
+    @overload
+    def fetch(self, key: K, time_from: int | None, time_to: int | None, /
+              ) -> Iterator[tuple[int, V_co]]: ...
+
+    @overload
+    def fetch(self, key_from: K | None, key_to: K | None, time_from: int | None,
+              time_to: int | None, /) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    def fetch(self, *args: Any) -> Any:
+        """One window's value, or the windows of a key (``(start, value)``) or key range."""
+        ...
+
+    @overload
+    def backward_fetch(self, key: K, time_from: int | None, time_to: int | None, /
+                       ) -> Iterator[tuple[int, V_co]]: ...
+
+    @overload
+    def backward_fetch(self, key_from: K | None, key_to: K | None, time_from: int | None,
+                       time_to: int | None, /) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    def backward_fetch(self, *args: Any) -> Any:
+        """:meth:`fetch` with a time range, reversed."""
+        ...
+
+    def fetch_all(self, time_from: int | None, time_to: int | None
+                  ) -> Iterator[tuple[Windowed[K], V_co]]:
+        """``(Windowed, value)`` for windows starting in ``[time_from, time_to]``."""
+        ...
+
+    def backward_fetch_all(self, time_from: int | None, time_to: int | None
+                           ) -> Iterator[tuple[Windowed[K], V_co]]:
+        """:meth:`fetch_all`, reversed."""
+        ...
+
+    def all(self) -> Iterator[tuple[Windowed[K], V_co]]:
+        """Every ``(Windowed, value)``, by window start then key bytes."""
+        ...
+
+    def backward_all(self) -> Iterator[tuple[Windowed[K], V_co]]:
+        """:meth:`all`, reversed."""
+        ...
+
+
+class SessionStore(Protocol[K, V_co]):
+    """A session store's read API (in memory or RocksDB): ``driver.get_session_store``.
+
+    Sessions are ``Windowed(key, Window(start, end))``, both ends inclusive (ms).
+    """
+
+    name: str
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the store is kept in RocksDB."""
+        ...
+
+    @property
+    def observed_stream_time(self) -> int:
+        """Largest session end written so far (``-1`` before the first write)."""
+        ...
+
+    def fetch_session(self, key: K, start: int, end: int) -> V_co | None:
+        """The aggregate of the session ``[start, end]`` of ``key``, or ``None``."""
+        ...
+
+    @overload
+    def find_sessions(self, key: K, earliest_session_end: int | None,
+                      latest_session_start: int | None, /) -> Iterator[tuple[Windowed[K], V_co]]:
+        ...
+
+    @overload
+    def find_sessions(self, key_from: K | None, key_to: K | None,
+                      earliest_session_end: int | None, latest_session_start: int | None, /
+                      ) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed[K], V_co]]:
+        """Sessions ending at or after one time and starting at or before another."""
+        ...
+
+    @overload
+    def backward_find_sessions(self, key: K, earliest_session_end: int | None,
+                               latest_session_start: int | None, /
+                               ) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    @overload
+    def backward_find_sessions(self, key_from: K | None, key_to: K | None,
+                               earliest_session_end: int | None,
+                               latest_session_start: int | None, /
+                               ) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    def backward_find_sessions(self, *args: Any) -> Iterator[tuple[Windowed[K], V_co]]:
+        """:meth:`find_sessions`, reversed."""
+        ...
+
+    @overload
+    def fetch(self, key: K, /) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    @overload
+    def fetch(self, key_from: K | None, key_to: K | None, /
+              ) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    def fetch(self, *args: Any) -> Iterator[tuple[Windowed[K], V_co]]:
+        """Every live session of a key or of a key range."""
+        ...
+
+    @overload
+    def backward_fetch(self, key: K, /) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    @overload
+    def backward_fetch(self, key_from: K | None, key_to: K | None, /
+                       ) -> Iterator[tuple[Windowed[K], V_co]]: ...
+
+    def backward_fetch(self, *args: Any) -> Iterator[tuple[Windowed[K], V_co]]:
+        """:meth:`fetch`, reversed."""
+        ...
+
+    def all(self) -> Iterator[tuple[Windowed[K], V_co]]:
+        """Every live session."""
+        ...
+
+    def backward_all(self) -> Iterator[tuple[Windowed[K], V_co]]:
+        """:meth:`all`, reversed."""
+        ...
+
+    def approximate_num_entries(self) -> int:
+        """Number of live sessions."""
         ...
