@@ -12,6 +12,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ("SUMMARY_INTERVAL_S", "DropReason", "TaskMetrics", "log")
 
@@ -37,7 +38,7 @@ class TaskMetrics:
     """Counters of one task. ``dropped-records-total`` counts every drop, once per reason."""
 
     __slots__ = ("dropped", "lateness_n", "lateness_sum", "lateness_max", "suppressors",
-                 "versioned_stores", "_unreported", "_reported_at", "_clock")
+                 "versioned_stores", "late_observer", "_unreported", "_reported_at", "_clock")
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         """:param clock: seconds, for spacing the WARNING summaries of drops."""
@@ -53,6 +54,9 @@ class TaskMetrics:
         self.suppressors: dict[str, object] = {}
         self.versioned_stores: list[object] = []
         """Versioned stores: each counts the writes it rejected (``dropped_records``)."""
+        self.late_observer: Callable[[Any, int, int, int, int], None] | None = None
+        """Told ``(key, timestamp, start, end, stream_time)`` of every (record, closed window)
+        drop, while a test driver records its timeline (``None``, the default: nothing)."""
 
     def drop(self, reason: str, n: int = 1, node: str | None = None) -> None:
         """Count ``n`` dropped records for ``reason`` at ``node`` (``None``: not known).

@@ -6,14 +6,15 @@ import datetime as _dt
 import functools
 import operator
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from suppress.entry import Headers
 from suppress.processor import SuppressionView
 from suppress.time import NO_TIMESTAMP, to_millis
 
+from ..errors import UnknownTopicError
 from ..runtime.clock import SystemClock
 from ..runtime.engine import Engine
 from ..runtime.task import (
@@ -29,15 +30,18 @@ from ..serde import (
     round_trip_of,
     serializer_of,
 )
+from ..state.api import KeyValueStore, SessionStore, VersionedKeyValueStore, WindowStore
 from ..topology import Topology
 from .clock import MockClock
+from .timeline import Recorder, Timeline
 from .topics import ReadBackChecks, TestInputTopic, TestOutputTopic, read_back_checks
 
 __all__ = ("SuppressionBuffer", "TopologyTestDriver")
 
 DEFAULT_APPLICATION_ID = "topology-test-driver-app"
 _CONFIG_KEYS = frozenset({"application_id", "metrics_recording_level", "fuse_final_results",
-                          "max_feedback_records", "commit_interval_records", "auto_commit"})
+                          "max_feedback_records", "commit_interval_records", "auto_commit",
+                          "record_timeline"})
 _USER_META = b"user."
 """Prefix of the meta entries committed through :meth:`TopologyTestDriver.commit`."""
 
@@ -75,7 +79,9 @@ class TopologyTestDriver:
           every this many records (default 10,000); every call commits when it returns;
         - ``auto_commit``: ``False`` commits only when :meth:`commit` is called (not after
           each call, not at :meth:`close`), so that a caller can commit a unit of work of its
-          own (a Spark micro-batch with its id) atomically (default ``True``).
+          own (a Spark micro-batch with its id) atomically (default ``True``);
+        - ``record_timeline``: ``True`` records, from the start, what :meth:`timeline` draws
+          (default ``False``: nothing is recorded and nothing costs).
     :param state_dir: makes the driver durable, as a Kafka Streams application with
         exactly-once processing: stores default to RocksDB, and every call that pipes input
         or advances time ends with one atomic commit of the stores, the suppression buffers,
@@ -143,7 +149,68 @@ class TopologyTestDriver:
                 for topic in node.topics:
                     self._consumed[self._task.resolve_topic(topic)] = (
                         node.consumed.key_serde, node.consumed.value_serde)
+        record = config.get("record_timeline", False)
+        if type(record) is not bool:
+            raise ValueError(f"record_timeline must be True or False, got {record!r}")
+        self._recorder: Recorder | None = self._new_recorder(topology) if record else None
         self._closed = False
+
+    # -- timeline ------------------------------------------------------------------------------
+
+    def timeline(self) -> Timeline:
+        """A picture of the run so far: records per key over event time, stream time, windows.
+
+        Needs ``config={"record_timeline": True}``: the driver then records, from its start,
+        each input record (topic, key, timestamp, arrival index, the task's stream time after
+        it), each record with a windowed key written to an output topic (window, value, the
+        arrival it came with, whether it is a final result: written downstream of a
+        suppression) and each record dropped for a closed window (with that window). That is
+        one small tuple per input record, windowed output and late drop, and a look at the
+        output topics' sizes after each input; a driver without it records nothing.
+        ``timeline().save("run.svg")`` draws it (see :class:`~topology.testing.timeline.
+        Timeline`); the returned timeline is a snapshot, later records do not change it.
+
+        :raises RuntimeError: if the driver was created without ``record_timeline``.
+        """
+        if self._recorder is None:
+            raise RuntimeError("this driver records no timeline: create it with "
+                               "config={'record_timeline': True}")
+        return Timeline(self._recorder.events)
+
+    def _new_recorder(self, topology: Topology) -> Recorder:
+        """A recorder of this driver's task, told of its late drops."""
+        task = self._task
+        final: dict[str, Any] = {}
+        for node in topology.nodes:
+            suppressions = [s for s in node.stores if task.store_kind(s) == "suppression-buffer"]
+            if not suppressions:
+                continue
+            below, seen = list(node.children), set()
+            while below:  # the topics of the sinks below the suppression
+                child = below.pop()
+                if id(child) in seen:
+                    continue
+                seen.add(id(child))
+                below.extend(child.children)
+                if child.kind == "sink":
+                    for topic in child.topics:
+                        final.setdefault(task.resolve_topic(topic), task.stores[suppressions[0]])
+        internal = [task.resolve_topic(t) for t in topology.internal_topics]
+        recorder = Recorder(self._outputs, lambda: task.stream_time, internal, final)
+        task.metrics.late_observer = recorder.late
+        return recorder
+
+    @staticmethod
+    def _recording(recorder: Recorder, topic: str, records: Iterable[Any]) -> Iterator[Any]:
+        """``records``, each plain ``(key, value, timestamp)`` one recorded as it goes by.
+
+        Other records reach :meth:`_pipe`, which records them.
+        """
+        for record in records:
+            recorder.finish()  # the record before is processed
+            if type(record) is tuple and len(record) == 3 and type(record[2]) is int:
+                recorder.begin(topic, record[0], record[2])
+            yield record
 
     # -- topics --------------------------------------------------------------------------------
 
@@ -165,7 +232,10 @@ class TopologyTestDriver:
         if auto_advance_ms < 0:
             raise ValueError("autoAdvance must be positive")
         start = SystemClock().now_ms() if start_timestamp_ms is None else start_timestamp_ms
-        return TestInputTopic(self, name, key_serde, value_serde, start, auto_advance_ms)
+        topic = TestInputTopic(self, name, key_serde, value_serde, start, auto_advance_ms)
+        if self._recorder is not None:
+            topic._process = self._process_recorded  # its fast path, recorded
+        return topic
 
     def create_output_topic(self, name: str, key_serde: Serde[Any] | None = None,
                             value_serde: Serde[Any] | None = None) -> TestOutputTopic:
@@ -214,8 +284,33 @@ class TopologyTestDriver:
                     value = deserialize_from_topic(value_serde, value, topic, "value")
             except Exception as exc:
                 self._task.fail_on_input(exc, topic, key, value, timestamp)
+                self._record_failed(topic, key, timestamp)
                 raise
-        self._task.process(topic, key, value, timestamp, headers)
+        if self._recorder is None:
+            self._task.process(topic, key, value, timestamp, headers)
+        else:
+            self._process_recorded(topic, key, value, timestamp, headers)
+
+    def _process_recorded(self, topic: str, key: Any, value: Any, timestamp: int,
+                          headers: Headers = ()) -> None:
+        """``Task.process``, recorded for the timeline."""
+        recorder = self._recorder
+        assert recorder is not None
+        recorder.mark()
+        recorder.begin(topic, key, timestamp)
+        try:
+            self._task.process(topic, key, value, timestamp, headers)
+        except UnknownTopicError:
+            recorder.abort()
+            raise
+        finally:
+            recorder.finish()
+
+    def _record_failed(self, topic: str, key: Any, timestamp: int) -> None:
+        """Record an input its source could not read (it took its offset)."""
+        if self._recorder is not None:
+            self._recorder.begin(topic, key, timestamp)
+            self._recorder.finish()
 
     def _read_back_checks(self, topic: str, key_serde: Serde[Any] | None,
                           value_serde: Serde[Any] | None) -> ReadBackChecks | None:
@@ -247,7 +342,18 @@ class TopologyTestDriver:
             key = _steps(key_serializer, key_topic_serde, key_serde, topic, "key")
             value = _steps(value_serializer, value_topic_serde, value_serde, topic, "value")
             codec = InputCodec(key[0], value[0], key[1], value[1], _keeps(key, value))
-        self._task.process_batch(topic, records, other, codec)
+        recorder = self._recorder
+        if recorder is None:
+            self._task.process_batch(topic, records, other, codec)
+            return
+        recorder.mark()
+        try:
+            self._task.process_batch(topic, self._recording(recorder, topic, records), other, codec)
+        except UnknownTopicError:
+            recorder.abort()
+            raise
+        finally:
+            recorder.finish()
 
     # -- durability ----------------------------------------------------------------------------
 
@@ -300,7 +406,11 @@ class TopologyTestDriver:
         :raises ValueError: for a negative duration.
         """
         self._clock.advance(to_millis(duration, "wall-clock advance"))
+        if self._recorder is not None:
+            self._recorder.mark()
         self._engine.wall_clock_advanced()
+        if self._recorder is not None:
+            self._recorder.collect()
 
     # -- stores and metrics --------------------------------------------------------------------
 
@@ -328,21 +438,21 @@ class TopologyTestDriver:
             return None
         return self._task.stores[name]
 
-    def get_key_value_store(self, name: str) -> Any:
+    def get_key_value_store(self, name: str) -> KeyValueStore[Any, Any] | None:
         """The key-value store ``name``, or ``None`` if missing or of another kind."""
-        return self._store_of_kind(name, "key-value")
+        return cast("KeyValueStore[Any, Any] | None", self._store_of_kind(name, "key-value"))
 
-    def get_window_store(self, name: str) -> Any:
+    def get_window_store(self, name: str) -> WindowStore[Any, Any] | None:
         """The window store ``name``, or ``None`` if missing or of another kind."""
-        return self._store_of_kind(name, "window")
+        return cast("WindowStore[Any, Any] | None", self._store_of_kind(name, "window"))
 
-    def get_session_store(self, name: str) -> Any:
+    def get_session_store(self, name: str) -> SessionStore[Any, Any] | None:
         """The session store ``name``, or ``None`` if missing or of another kind."""
-        return self._store_of_kind(name, "session")
+        return cast("SessionStore[Any, Any] | None", self._store_of_kind(name, "session"))
 
-    def get_versioned_key_value_store(self, name: str) -> Any:
+    def get_versioned_key_value_store(self, name: str) -> VersionedKeyValueStore | None:
         """The versioned store ``name``, or ``None`` if missing or of another kind."""
-        return self._store_of_kind(name, "versioned")
+        return cast("VersionedKeyValueStore | None", self._store_of_kind(name, "versioned"))
 
     @property
     def failure(self) -> TaskFailure | None:

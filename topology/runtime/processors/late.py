@@ -54,7 +54,11 @@ class LateRecords:
         :param expiration: Kafka's ``closeTime`` for the log line (stream time - grace, for
             sessions - gap too).
         """
-        self._task.metrics.drop(DropReason.EXPIRED_WINDOW, node=self._node)
+        metrics = self._task.metrics
+        metrics.drop(DropReason.EXPIRED_WINDOW, node=self._node)
+        observer = metrics.late_observer
+        if observer is not None:  # a test driver recording its timeline
+            observer(key, ctx.timestamp, start, end, stream_time)
         close = "]" if self._inclusive else ")"
         log.debug(  # counted per batch and reason: one line per record only at DEBUG
             "Skipping record for expired window. topic=[%s] partition=[%s] offset=[%s] "
