@@ -3,52 +3,42 @@
 One task, one partition per topic, as Kafka's test driver. Records produced to a topic that a
 source of the same topology reads (repartition topics, or a user's loop) are queued and
 processed, in order, before :meth:`Task.process` returns; one input record may feed back at
-most ``max_feedback_records`` of them (:class:`~topology.errors.FeedbackLoopError`).
+most ``max_feedback_records`` of them (:class:`~topology.errors.FeedbackLoopError`, naming the
+cycle that :mod:`topology.runtime.feedback` finds).
 
-**Failure.** An exception raised while a record is processed (by user code, a serde, a
-suppression's full buffer, an invalid timestamp) fails the task, as Kafka stops a stream
-thread. The exception propagates once, with a note naming the node and the record; what the
-record had already forwarded before the exception stays where it went (outputs written,
-stores updated, the overflowing entry kept in its buffer), records it had fed back and not yet
-processed are discarded, and every later call that would process input or advance time raises
-:class:`~topology.errors.TaskFailedError`. Outputs, stores and metrics stay readable.
+Here are the task and its processing loop. Its other parts are its base classes, each in a
+module of its own: its failure (:mod:`topology.runtime.failure`: an exception while a record is
+processed fails the task, as Kafka stops a stream thread), its punctuations
+(:mod:`topology.runtime.punctuation`), and its state on disk, commits and restore
+(:mod:`topology.runtime.durability`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
-import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from suppress.entry import Headers, RecordContext
-from suppress.processor import SuppressionView, SuppressMetrics, SuppressProcessor
+from suppress.processor import SuppressionView, SuppressMetrics
 from suppress.time import NO_TIMESTAMP
 
-from ..errors import (
-    FeedbackLoopError,
-    StoreError,
-    TaskFailedError,
-    TopologyError,
-    UnknownTopicError,
-)
-from ..state.codec import decode, encode
-from ..state.rocksdb.errors import StateDirectoryError
+from ..errors import FeedbackLoopError, StoreError, UnknownTopicError
 from ..topology import Topology
 from ..windows import LONG_MAX
-from .api import PunctuationType
 from .clock import Clock
-from .graph import StoreSpec
+from .durability import TaskDurability
+from .durability import spill_keyspace_name as spill_keyspace_name
+from .durability import store_keyspace_name as store_keyspace_name
+from .failure import TaskFailure, TaskFailures
+from .feedback import feedback_cycle, feedback_message
 from .metrics import TaskMetrics
 from .processor import Entry, Forward, InternalProcessor
+from .punctuation import Schedule, TaskPunctuation
 from .state_dir import TaskStateDir, TaskStateView, spill_options
-from .store_specs import STORES_META, check_store_signatures, store_signatures
-
-if TYPE_CHECKING:
-    from ..state.rocksdb import Keyspace
+from .store_specs import store_signatures
 
 __all__ = ("DEFAULT_MAX_FEEDBACK_RECORDS", "Task", "TaskFailure")
 
@@ -56,8 +46,6 @@ DEFAULT_MAX_FEEDBACK_RECORDS = 10_000
 """How many records one input record may feed back through topics the topology reads."""
 DEFAULT_COMMIT_INTERVAL_RECORDS = 10_000
 """With a state directory, a bulk call commits after every this many input records."""
-TASK_META = b"task"
-"""The meta entry of a task's committed offsets, stream times and node states."""
 
 Produce = Callable[..., None]
 """``produce(key, value, ctx, key_bytes=None, value_bytes=None)``: one record written to a
@@ -92,46 +80,7 @@ CODEC_CHECK_RECORDS = 4096
 same results; a list that fails the check runs through the codec record by record)."""
 
 
-class TaskFailure(NamedTuple):
-    """Why a task stopped: the first exception, where, and the record being processed."""
-
-    node: str | None
-    """The node whose code raised (``None`` when outside any node, e.g. a punctuation)."""
-    topic: str | None
-    offset: int | None
-    key: Any
-    value: Any
-    timestamp: int | None
-    cause: BaseException
-
-
-class _Schedule:
-    """One punctuation: aligned to its start, at most one call per advance."""
-
-    __slots__ = ("next_time", "interval", "callback", "cancelled")
-
-    def __init__(self, start: int, interval: int, callback: Callable[[int], None]) -> None:
-        self.next_time = start
-        self.interval = interval
-        self.callback = callback
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        """Stop this punctuation."""
-        self.cancelled = True
-
-    def maybe_fire(self, now: int) -> None:
-        if self.cancelled or now < self.next_time:
-            return
-        self.callback(now)
-        scheduled = self.next_time
-        nxt = scheduled + self.interval
-        if now >= nxt:
-            nxt = scheduled + ((now - scheduled) // self.interval + 1) * self.interval
-        self.next_time = nxt
-
-
-class Task:
+class Task(TaskFailures, TaskPunctuation, TaskDurability):
     """Processors, stores and clocks of one running topology.
 
     :param output: ``output(topic)`` returns the function that receives every record written
@@ -203,7 +152,7 @@ class Task:
         self.metrics = TaskMetrics()
         self.stream_time = NO_TIMESTAMP
         self.failure: TaskFailure | None = None
-        """Set when the task failed (see the module docstring)."""
+        """Set when the task failed (see :mod:`topology.runtime.failure`)."""
         self.suppressors: dict[str, SuppressionView] = {}
         """Suppression node name -> its stream time and buffer, whichever path runs it."""
         self.fused: dict[str, Any] = {}
@@ -221,8 +170,8 @@ class Task:
         self._route = route
         self._queue: deque[tuple[str, Any, Any, int, Headers]] = deque()
         self._offsets: dict[str, int] = {}  # next offset per topic, piped or re-queued
-        self._stream_schedules: list[_Schedule] = []
-        self._wall_schedules: list[_Schedule] = []
+        self._stream_schedules: list[Schedule] = []
+        self._wall_schedules: list[Schedule] = []
         self._wall_listeners: list[Callable[[int], None]] = []
         self.processors: dict[str, InternalProcessor] = {}
         for node in topology.nodes:
@@ -509,7 +458,8 @@ class Task:
         while queue:
             processed += 1
             if processed > limit:
-                error = FeedbackLoopError(self._feedback_message())
+                cycle = feedback_cycle(self.topology.nodes, self.sources, self.resolve_topic)
+                error = FeedbackLoopError(feedback_message(limit, cycle))
                 self._fail(error, None, None, None, None, None)
                 raise error
             topic, key, value, ts, headers = queue.popleft()
@@ -518,53 +468,6 @@ class Task:
             except BaseException as exc:
                 self._fail(exc, topic, self._offsets[topic] - 1, key, value, ts)
                 raise
-
-    def _feedback_message(self) -> str:
-        cycle = self._feedback_cycle()
-        where = (f"the topology writes to topics it reads, in a cycle: {cycle}" if cycle
-                 else "records fed back through the topology's internal topics")
-        return (f"one input record fed back more than max_feedback_records="
-                f"{self.max_feedback_records} records: {where}. Break the cycle, or raise "
-                f"max_feedback_records if the fan-out is intended")
-
-    def _feedback_cycle(self) -> str | None:
-        """A cycle ``topic -> sink node -> topic ...`` through sources and sinks, if any."""
-        nodes = {n.name: n for n in self.topology.nodes}
-        edges: dict[str, list[tuple[str, str]]] = {}  # topic -> [(sink node, written topic)]
-        for topic, source in self.sources.items():
-            seen, stack, out = set(), [source], []
-            while stack:
-                node = stack.pop()
-                if node.name in seen:
-                    continue
-                seen.add(node.name)
-                if node.kind == "sink":
-                    out += [(node.name, self.resolve_topic(t)) for t in node.topics]
-                stack.extend(nodes[c.name] for c in node.children)
-            edges[topic] = out
-
-        def walk(topics: list[str], sinks: list[str]) -> str | None:
-            for sink, written in edges.get(topics[-1], []):
-                if written in topics:
-                    start = topics.index(written)
-                    hops = [f"{t} -> {s}" for t, s in
-                            zip(topics[start:], sinks[start:] + [sink], strict=True)]
-                    return " -> ".join(hops + [written])
-                if written in edges:
-                    found = walk(topics + [written], sinks + [sink])
-                    if found:
-                        return found
-            return None
-
-        for topic in sorted(edges):
-            found = walk([topic], [])
-            if found:
-                return found
-        return None
-
-    def _punctuate_stream_time(self) -> None:
-        for schedule in list(self._stream_schedules):
-            schedule.maybe_fire(self.stream_time)
 
     def producer_for(self, topic: str) -> Produce:
         """The function a sink writing ``topic`` calls for each record.
@@ -585,81 +488,6 @@ class Task:
                 queue.append((topic, key, value, ctx.timestamp, ctx.headers))
 
         return produce
-
-    # -- failure -------------------------------------------------------------------------------
-
-    def fail_on_input(self, exc: BaseException, topic: str, key: Any, value: Any,
-                      timestamp: int) -> None:
-        """Fail the task for an input record its source could not read (deserialization).
-
-        The record takes its offset, as it would in a partition.
-        """
-        self._check_alive()
-        offset = self._offsets.get(topic, 0)
-        self._offsets[topic] = offset + 1
-        source = self.sources.get(topic)
-        self._fail(exc, topic, offset, key, value, timestamp,
-                   node=None if source is None else source.name)
-
-    def _check_alive(self) -> None:
-        failure = self.failure
-        if failure is not None:
-            cause = failure.cause
-            where = f"at node {failure.node}" if failure.node else "outside any node"
-            raise TaskFailedError(
-                f"the task failed earlier {where} (first cause: {type(cause).__name__}: "
-                f"{cause}); it processes no more input and does not advance time: close the "
-                f"driver", failure.node, cause) from cause
-
-    def _fail(self, exc: BaseException, topic: str | None, offset: int | None, key: Any,
-              value: Any, timestamp: int | None, node: str | None = None) -> None:
-        """Record the first failure (the innermost record and node) and stop the task."""
-        if self.failure is not None or isinstance(exc, TaskFailedError):
-            return
-        if node is None:
-            node = _failing_node(exc)
-        self.failure = TaskFailure(node, topic, offset, key, value, timestamp, exc)
-        self._queue.clear()
-        record = ("" if topic is None else
-                  f" while processing the record at offset {offset} of topic {topic!r} "
-                  f"(timestamp {timestamp})")
-        exc.add_note(f"task failed at node {node}{record}; the task processes nothing more: "
-                     f"close the driver")
-
-    # -- punctuation ---------------------------------------------------------------------------
-
-    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
-                 callback: Callable[[int], None]) -> _Schedule:
-        """Schedule ``callback(now_ms)`` every ``interval_ms`` of the given clock.
-
-        Stream-time schedules are aligned to 0 and fire at the first record; wall-clock ones
-        first fire ``interval_ms`` after scheduling. Skipped intervals give one call.
-
-        :raises TypeError: if ``punctuation_type`` is not a :class:`PunctuationType`.
-        :raises ValueError: for an interval that is not a positive int.
-        """
-        if not isinstance(punctuation_type, PunctuationType):
-            raise TypeError(f"punctuation_type must be PunctuationType.STREAM_TIME or "
-                            f"PunctuationType.WALL_CLOCK_TIME, got {punctuation_type!r}")
-        if type(interval_ms) is not int or interval_ms <= 0:
-            raise ValueError(f"punctuation interval must be a positive int of ms, "
-                             f"got {interval_ms!r}")
-        if not callable(callback):
-            raise TypeError(f"punctuation callback must be callable, got {callback!r}")
-        if punctuation_type is PunctuationType.STREAM_TIME:
-            schedule = _Schedule(0, interval_ms, callback)
-            self._stream_schedules.append(schedule)
-        else:
-            schedule = _Schedule(self.clock.now_ms() + interval_ms, interval_ms, callback)
-            self._wall_schedules.append(schedule)
-        return schedule
-
-    def on_wall_clock(self, listener: Callable[[int], None]) -> None:
-        """Call ``listener(now_ms)`` at every wall-clock advance, before punctuations.
-
-        Idle close (``Suppressed.with_idle_close``) uses it.
-        """
-        self._wall_listeners.append(listener)
 
     def wall_clock_advanced(self) -> None:
         """Run idle-close checks, due wall-clock punctuations, then anything they queued.
@@ -713,178 +541,3 @@ class Task:
                 self.state.close()
             finally:
                 self.spill_state.close()
-
-    # -- spilled suppression buffers -----------------------------------------------------------
-
-    def spill_keyspace(self, store_name: str) -> Keyspace:
-        """The keyspace of suppression buffer ``store_name``'s disk tier.
-
-        A durable task keeps it in its state database, committed with the rest of its state
-        (the buffer writes what a restart needs there at each commit, and is restored from
-        it: see ``SpillingBuffer.checkpoint``). Otherwise it lives in the scratch database
-        ``<task>.spill``, and whatever an earlier run left there is deleted.
-
-        :raises StateDirectoryError: the state directory cannot be used (see
-            :class:`~topology.runtime.state_dir.TaskStateDir`).
-        """
-        if self.durable:
-            return self.state.keyspace(spill_keyspace_name(store_name))
-        keyspace = self.spill_state.keyspace(spill_keyspace_name(store_name))
-        last = next(keyspace.items(reverse=True), None)
-        if last is not None:
-            keyspace.delete_range(b"", last[0] + b"\x00")
-        return keyspace
-
-    def commit_state(self) -> None:
-        """Commit the spill tiers' scratch database (a spilling buffer calls it as it goes).
-
-        The spill tiers are scratch space of their own; what a restart needs of a buffer is
-        committed with the task's state (see :meth:`commit`).
-        """
-        self.spill_state.commit()
-
-    # -- durability ----------------------------------------------------------------------------
-
-    def _create_store(self, spec: StoreSpec) -> Any:
-        """A fresh store for ``spec``: RocksDB if chosen or (``None``) if the task is durable.
-
-        :raises TopologyError: for an in-memory store in a durable task (its contents would
-            be lost at restart while the input offsets say they were processed), or a store
-            kind without a RocksDB backend asked to be persistent.
-        """
-        persistent = self.durable if spec.persistence is None else spec.persistence
-        if not persistent:
-            if self.durable:
-                raise TopologyError(
-                    f"store {spec.name!r} is in memory (persistent=False) but the runtime "
-                    "has a state_dir: its contents would be lost at a restart that continues "
-                    "from the committed offsets; let it follow the runtime (persistent=None)")
-            return spec.factory()
-        if spec.persistent_factory is None:
-            raise TopologyError(f"store {spec.name!r}: {spec.kind} stores have no persistent "
-                                "backend")
-        return spec.persistent_factory(self.state.keyspace(store_keyspace_name(spec.name)))
-
-    def node_keyspace(self, name: str) -> Keyspace:
-        """A keyspace of the task's state database for a node's own state (``node.<name>``)."""
-        return self.state.keyspace(store_keyspace_name(name, "node."))
-
-    def _restore(self) -> None:
-        """Take back the last commit's offsets, stream time and node states (if any).
-
-        :raises StateDirectoryError: a store's layout (window size, grace, retention ...)
-            changed since the state was written, or a node's state has no node now.
-        """
-        recorded = self.state.read_meta(STORES_META)  # opens the database: path is known
-        check_store_signatures(self.state.path or "", recorded, self.topology.stores)
-        data = self.state.read_meta(TASK_META)
-        if data is None:
-            return
-        image = decode(data)
-        self._offsets = dict(image["offsets"])
-        self.committed_offsets = dict(self._offsets)
-        self.stream_time = image["stream_time"]
-        for name, state in image["nodes"].items():
-            proc = self.processors.get(name)
-            if proc is None:
-                raise StateDirectoryError(
-                    self.state.path or "", "restore",
-                    f"it holds state of node {name!r}, which this topology does not have: "
-                    "it was written by another topology")
-            proc.restore(state, self.node_keyspace)
-
-    def commit(self, meta: Mapping[bytes, bytes | None] | None = None) -> None:
-        """Commit pending writes; for a durable task with offsets, stream times and meta.
-
-        Every store's and buffer's pending writes, and, for a durable task, the input offsets,
-        stream times, node states and meta entries, in one atomic step.
-
-        :param meta: more meta entries to commit (for a durable task).
-        :raises TaskFailedError: for a durable task that failed (its last record may be half
-            processed: the state stays as of the last commit).
-        :raises StateCodecError: for node state the state codec cannot write.
-        """
-        if not self.durable:
-            self.state.commit()
-            return
-        self._check_alive()
-        nodes = {}
-        for name, proc in self.processors.items():
-            state = proc.checkpoint(self.node_keyspace)
-            if state is not None:
-                nodes[name] = state
-        entries: dict[bytes, bytes | None] = {TASK_META: encode(
-            {"offsets": self._offsets, "stream_time": self.stream_time, "nodes": nodes}),
-            STORES_META: self._store_signatures}
-        if self.commit_meta is not None:
-            entries.update(self.commit_meta())
-        if meta:
-            entries.update(meta)
-        self.state.commit(entries)
-        self.committed_offsets = dict(self._offsets)
-
-    def _commit_call(self) -> None:
-        """The commit at the end of a call: unless ``auto_commit`` is off for a durable task."""
-        self.spill_state.commit()
-        if not self.durable:
-            self.state.commit()
-        elif self.auto_commit:
-            self.commit()
-
-    def read_meta(self, key: bytes) -> bytes | None:
-        """A committed meta entry of the state directory, ``None`` if absent."""
-        return self.state.read_meta(key)
-
-
-_KEYSPACE_NAME = re.compile(r"[A-Za-z0-9._-]{1,240}")
-
-
-def store_keyspace_name(store_name: str, prefix: str = "store.") -> str:
-    """The keyspace of a persistent store: ``store.<store name>``.
-
-    Names that are not keyspace names are hashed as in :func:`spill_keyspace_name`.
-
-    >>> store_keyspace_name("counts")
-    'store.counts'
-    """
-    return spill_keyspace_name(store_name, prefix)
-
-
-def spill_keyspace_name(store_name: str, prefix: str = "spill.") -> str:
-    """The keyspace of a suppression buffer's disk tier: ``spill.<store name>``.
-
-    A store name that is not a keyspace name (``[A-Za-z0-9._-]``, at most 240 characters
-    here) is replaced by its SHA-256, under another prefix, so no two stores share one.
-
-    >>> spill_keyspace_name("KTABLE-SUPPRESS-STATE-STORE-0000000003")
-    'spill.KTABLE-SUPPRESS-STATE-STORE-0000000003'
-    >>> spill_keyspace_name("my store")[:16]
-    'spill-sha256.cc5'
-    """
-    if _KEYSPACE_NAME.fullmatch(store_name):
-        return f"{prefix}{store_name}"
-    digest = hashlib.sha256(store_name.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{prefix.rstrip('.')}-sha256.{digest}"
-
-
-def _failing_node(exc: BaseException) -> str | None:
-    """The node whose code raised ``exc``: the innermost node frame of its traceback.
-
-    A suppression's full buffer names its own node. Looking at the traceback costs nothing
-    while records flow; it runs once, when the task fails.
-    """
-    node_name = getattr(exc, "node_name", None)
-    if isinstance(node_name, str):
-        return node_name
-    from .processors.fused import FusedFinalResults
-    from .processors.fused_inclusive import FusedInclusiveFinalResults
-
-    node = None
-    tb = exc.__traceback__
-    while tb is not None:
-        owner = tb.tb_frame.f_locals.get("self")
-        if isinstance(owner, InternalProcessor | SuppressProcessor | FusedFinalResults
-                      | FusedInclusiveFinalResults):
-            node = owner.name
-        tb = tb.tb_next
-    return node
