@@ -390,12 +390,7 @@ def _read(data: bytes, at: int) -> tuple[Any, int]:
     tag = data[at:at + 1]
     at += 1
     if tag == _STR:
-        (n,) = _LENGTH.unpack_from(data, at)
-        at += 4
-        end = at + n
-        if end > len(data):
-            raise IndexError("str runs past the end")
-        return data[at:end].decode("utf-8"), end
+        return _read_text(data, at)
     if tag == _INT:
         return _LONG.unpack_from(data, at)[0], at + 8
     if tag == _FLOAT:
