@@ -128,7 +128,7 @@ def test_session_store_matches_a_re_sorted_model(ops: list[tuple[Any, ...]],
             else:
                 want = sorted(((k, s, e, a) for (k, s, e), a in model.items()
                                if e > observed - retention and in_range(signed(k), blo, bhi)),
-                              key=lambda r: (signed(r[0]), r[2], r[1]))
+                              key=lambda r: (r[2], signed(r[0]), r[1]))  # Kafka's order
             got = [(w.key, w.window.start, w.window.end, a)
                    for w, a in getattr(store, name)(lo, hi)]
             assert got == (want[::-1] if name == "backward_fetch" else want), (step, name)
@@ -178,7 +178,7 @@ def test_window_store_matches_a_re_sorted_model(ops: list[tuple[Any, ...]],
             bhi = None if k1 is None else signed(k1)
             want = sorted(((k, s, v) for k, s, v in live if in_range(signed(k), blo, bhi)
                            and in_range(s, t0, t1)),
-                          key=lambda r: (signed(r[0]), r[1]))
+                          key=lambda r: (r[1], signed(r[0])))  # Kafka's order
             got = [(w.key, w.window.start, v) for w, v in getattr(store, name)(k0, k1, t0, t1)]
         assert got == (want[::-1] if name.startswith("backward") else want), (step, name)
         store._check()

@@ -22,6 +22,8 @@ from topology.testing.contracts import (
     check_session_store,
     check_window_store,
 )
+from topology.testing.contracts.session import scan_key as session_scan_key
+from topology.testing.contracts.window import scan_key as window_scan_key
 from topology.windows import Window, Windowed
 
 from .backends import STATE_DIRS, VERSIONED_BACKENDS, check_internals
@@ -59,12 +61,12 @@ def test_key_value_contract(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", sorted(WINDOW_BACKENDS))
 def test_window_contract(backend: str) -> None:
-    check_window_store(WINDOW_BACKENDS[backend])
+    check_window_store(WINDOW_BACKENDS[backend], backend)
 
 
 @pytest.mark.parametrize("backend", sorted(SESSION_BACKENDS))
 def test_session_contract(backend: str) -> None:
-    check_session_store(SESSION_BACKENDS[backend])
+    check_session_store(SESSION_BACKENDS[backend], backend)
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["put", "delete", "put_if_absent"]),
@@ -177,25 +179,23 @@ def test_window_stores_match_a_model_both_ways(ops: list, retention: int, commit
                                                key_lo: Any, key_hi: Any, key: str, lo: Any,
                                                hi: Any) -> None:
     try:
-        stores = [make(10, retention) for make in WINDOW_BACKENDS.values()]
+        stores = {name: make(10, retention) for name, make in WINDOW_BACKENDS.items()}
         for i, (k, slot, value) in enumerate(ops):
             if i == commit_at:
                 STATE_DIRS.commit()
-            for store in stores:
+            for store in stores.values():
                 store.put(k, value, slot * 10)
         model = _window_model(ops, retention)
-        by_time = sorted(model.items(), key=lambda kv: (kv[0][1], kv[0][0].encode()))
-        by_key = sorted(model.items(), key=lambda kv: (kv[0][0].encode(), kv[0][1]))
-
-        def rows(items: list) -> list[tuple[Windowed, int]]:
-            return [(Windowed(k, Window(s, s + 10)), v) for (k, s), v in items]
-
-        want_all = rows(by_time)
-        want_range = rows([kv for kv in by_time if _in(kv[0][1], lo, hi)])
-        want_keys = rows([kv for kv in by_key if _in(kv[0][0], key_lo, key_hi)
-                          and _in(kv[0][1], lo, hi)])
-        want_key = [(s, v) for (k, s), v in by_time if k == key and _in(s, lo, hi)]
-        for store in stores:
+        want_key = [(s, v) for (k, s), v in sorted(model.items(), key=lambda kv: kv[0][1])
+                    if k == key and _in(s, lo, hi)]
+        for name, store in stores.items():
+            # each backend in the order of its Kafka counterpart (negative starts make a
+            # second segment)
+            ordered = [(Windowed(k, Window(s, s + 10)), v) for (k, s), v in model.items()]
+            ordered.sort(key=window_scan_key(store, name))
+            want_all = ordered
+            want_range = [r for r in ordered if _in(r[0].window.start, lo, hi)]
+            want_keys = [r for r in want_range if _in(r[0].key, key_lo, key_hi)]
             check_internals(store)
             assert list(store.all()) == want_all
             assert list(store.backward_all()) == want_all[::-1]
@@ -252,24 +252,27 @@ def test_session_stores_match_a_model_both_ways(ops: list, retention: int, commi
                     store.put(session, agg)
                 else:
                     store.remove(session)
-        ordered = sorted(_session_model(ops, retention).items(),
-                         key=lambda kv: (kv[0][0].encode(), kv[0][2], kv[0][1]))
-        rows = [(Windowed(k, Window(s, e)), v) for (k, s, e), v in ordered]
+        ordered = sorted(_session_model(ops, retention).items())
 
         def matching(r: tuple[Windowed, int]) -> bool:
             return ((earliest is None or r[0].window.end >= earliest)
                     and (latest is None or r[0].window.start <= latest))
 
-        want_keys = [r for r in rows if _in(r[0].key, key_lo, key_hi)]
-        want_key = [r for r in rows if r[0].key == key]
-        cases = [
-            ("fetch", (key,), want_key),
-            ("fetch", (key_lo, key_hi), want_keys),
-            ("find_sessions", (key, earliest, latest), [r for r in want_key if matching(r)]),
-            ("find_sessions", (key_lo, key_hi, earliest, latest),
-             [r for r in want_keys if matching(r)]),
-        ]
-        for store in stores:
+        for store, name in zip(stores, ["memory", "rocksdb", *SESSION_BACKENDS], strict=True):
+            # each backend in the order of its Kafka counterpart
+            rows = sorted(((Windowed(k, Window(s, e)), v) for (k, s, e), v in ordered),
+                          key=session_scan_key(store, name))
+            want_keys = [r for r in rows if _in(r[0].key, key_lo, key_hi)]
+            want_key = sorted((r for r in rows if r[0].key == key),
+                              key=lambda r: (r[0].window.end, r[0].window.start))
+            cases = [
+                ("fetch", (key,), want_key),
+                ("fetch", (key_lo, key_hi), want_keys),
+                ("find_sessions", (key, earliest, latest),
+                 [r for r in want_key if matching(r)]),
+                ("find_sessions", (key_lo, key_hi, earliest, latest),
+                 [r for r in want_keys if matching(r)]),
+            ]
             check_internals(store)
             assert list(store.all()) == rows
             assert list(store.backward_all()) == rows[::-1]

@@ -360,7 +360,11 @@ class WindowStore(Protocol[K, V_co]):
         ...
 
     def all(self) -> Iterator[tuple[Windowed[K], V_co]]:
-        """Every ``(Windowed, value)``, by window start then key bytes."""
+        """Every ``(Windowed, value)``, in the store's order.
+
+        In memory by window start then key bytes; on RocksDB by segment, then key bytes,
+        then start (Kafka's orders).
+        """
         ...
 
     def backward_all(self) -> Iterator[tuple[Windowed[K], V_co]]:

@@ -189,8 +189,10 @@ class SessionQueries(ABC):
         ``find_sessions(key_from, key_to, earliest_session_end, latest_session_start)``:
         ``(Windowed, aggregate)`` of every live session with ``end >= earliest_session_end``
         and ``start <= latest_session_start`` (ms, inclusive; ``None`` is open), for one key
-        or for keys in ``[key_from, key_to]`` (serialized bytes, ``None`` open). Ordered by
-        key bytes, then end, then start; the result is the store as of the call.
+        or for keys in ``[key_from, key_to]`` (serialized bytes, ``None`` open). One key's
+        sessions by end, then start; a key range in memory by end, then key bytes, then start,
+        on RocksDB by segment, then key bytes, end, start (Kafka's orders); the result is the
+        store as of the call.
 
         :raises StoreClosedError: the store is closed.
         :raises TypeError: another number of arguments, a ``None`` single key, a time that
@@ -208,7 +210,7 @@ class SessionQueries(ABC):
     def fetch(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
         """``fetch(key)`` or ``fetch(key_from, key_to)``: every live session of the key(s).
 
-        Ordered by key bytes, then end, then start; ``None`` key bounds are open
+        Ordered as :meth:`find_sessions`; ``None`` key bounds are open
         (``fetch(None, None)`` is every session).
 
         :raises StoreClosedError: the store is closed.

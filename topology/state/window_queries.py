@@ -8,10 +8,11 @@
 * ``fetch(key, time_from, time_to)``: ``(window start, value)`` for the windows of ``key``
   starting in ``[time_from, time_to]``, by start;
 * ``fetch(key_from, key_to, time_from, time_to)``: ``(Windowed, value)`` for the keys in
-  ``[key_from, key_to]`` (serialized bytes), by key bytes, then window start.
+  ``[key_from, key_to]`` (serialized bytes): in memory by window start, then key bytes; on
+  RocksDB by segment, then key bytes, then window start (Kafka's two stores' orders).
 
 ``backward_fetch`` takes the two range forms and gives exactly the reversed sequence.
-``fetch_all(time_from, time_to)`` and ``all()`` are by window start, then key bytes. Every
+``fetch_all(time_from, time_to)`` and ``all()`` are ordered as a key range. Every
 bound is inclusive and ``None`` is open-ended; times are ``int`` ms.
 """
 

@@ -26,6 +26,11 @@ _new = tuple.__new__
 """Builds the ``Window``/``Windowed`` named tuples of results without their Python ``__new__``."""
 
 
+def _end_key_start(row: tuple[int, bytes, int, Any, Any]) -> tuple[int, bytes, int]:
+    """The order of a key-range query: session end, key bytes, then session start."""
+    return row[0], row[1], row[2]
+
+
 class _Sessions:
     """The sessions of one key: ``(end, start)`` pairs in order, and their aggregates.
 
@@ -47,8 +52,10 @@ class InMemorySessionStore(SessionQueries):
     """Session store of ``Windowed(key, Window(start, end)) -> aggregate`` (Kafka's SessionStore).
 
     Both ends of a session are inclusive (ms). Queries return ``(Windowed, aggregate)`` pairs
-    ordered by serialized key bytes (unsigned), then session end, then session start;
-    ``backward_*`` queries give exactly the reversed sequence; ``None`` bounds are open. A
+    in the order of Kafka's ``InMemorySessionStore``: over a key range (``all`` included)
+    by session end, then serialized key bytes (unsigned), then session start; for one key
+    by end, then start; ``backward_*`` queries give exactly the reversed sequence; ``None``
+    bounds are open. A
     session with ``end <= observed_stream_time - retention_ms`` is expired: queries skip it
     and writes to it are ignored (see :mod:`topology.state.sessions`). Once :meth:`close`
     ran every public operation raises :class:`~topology.errors.StoreClosedError`.
@@ -63,7 +70,9 @@ class InMemorySessionStore(SessionQueries):
     in the key's sessions, O(log s) plus O(s) list insertion for s sessions of the key; a
     single-key query is O(log s + k) for the k sessions ending between
     ``earliest_session_end`` and ``latest_session_start`` plus the key's longest session, a
-    key-range query O(log n + m) for the m sessions of the keys in the range. The key order
+    key-range query O(log n + m log r) for the m sessions of the r keys in the range (each
+    key's sessions are in order already: putting them in end order merges r runs). The key
+    order
     is built by the first key-range query (O(n log n), once) and kept sorted from then on: a
     write that adds a key, or an expiry that drops one, costs O(log n) more. Expired sessions
     are dropped a segment at a time, when the stream time leaves it.
@@ -263,7 +272,7 @@ class InMemorySessionStore(SessionQueries):
         return entry.aggs[i] if i < len(times) and times[i] == at else None
 
     def _select(self, query: SessionQuery) -> list[tuple[Windowed, Any]]:
-        """The live sessions matching ``query``, in key bytes, end, start order."""
+        """The live sessions matching ``query``: by end, key bytes, start (one key: end, start)."""
         self._check_open()
         if query.single:
             return self._find_key(query.key_from, query.earliest_end, query.latest_start)
@@ -276,10 +285,17 @@ class InMemorySessionStore(SessionQueries):
         keys = self._keys
         if keys is None:
             keys = self._keys = SortedList(by_key)
-        out: list[tuple[Windowed, Any]] = []
+        found: list[tuple[int, bytes, int, Any, Any]] = []
+        earliest, latest = query.earliest_end, query.latest_start
         for kb in keys.irange(lo, hi):
-            out += self._matching(by_key[kb], query.earliest_end, query.latest_start)
-        return out
+            entry = by_key[kb]
+            key = entry.key
+            found += [(end, kb, start, key, agg)
+                      for end, start, agg in self._bounded(entry, earliest, latest)]
+        found.sort(key=_end_key_start)  # one sorted run per key: a merge
+        new = _new
+        return [(new(Windowed, (key, new(Window, (start, end)))), agg)
+                for end, _, start, key, agg in found]
 
     def _find_key(self, key: Any, earliest_end: int | None, latest_start: int | None
                   ) -> list[tuple[Windowed, Any]]:

@@ -16,26 +16,28 @@ from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_wi
 __all__ = ("InMemoryWindowStore",)
 
 
-def _key_then_start(row: tuple[bytes, int, Any, Any]) -> tuple[bytes, int]:
-    return row[0], row[1]
+def _first(row: tuple[bytes, Any, Any]) -> bytes:
+    return row[0]
 
 
 class InMemoryWindowStore:
     """Window store bucketed by window start; windows older than the retention are dropped.
 
     Retention: a window with ``start <= observed_stream_time - retention_ms`` is expired and
-    removed; writes to it are ignored (the aggregation never sends them). ``fetch_all`` and
-    ``all`` are by window start, then key bytes; a key-range ``fetch`` is by key bytes, then
-    window start (see :mod:`topology.state.window_queries`); backward iteration is exactly
-    the reverse; ``None`` bounds are open.
+    removed; writes to it are ignored (the aggregation never sends them). Scans follow
+    Kafka's ``InMemoryWindowStore``: ``fetch_all``, ``all`` and a key-range ``fetch`` are by
+    window start, then key bytes; a single key's ``fetch`` by window start (see
+    :mod:`topology.state.window_queries`); backward iteration is exactly the reverse;
+    ``None`` bounds are open.
 
     Runtime complexity, n windows (buckets): a put or get O(1), or O(log n) for a put that
     creates a window once the store was queried; expiry O(log n) amortised per dropped
     window. A time-range query is O(log n + w) for the w windows in the range, plus
     O(b log b) per window of b keys (a window's keys are sorted per query: the aggregation
-    writes them through :meth:`bucket`); a key-range ``fetch`` O(log n + B + m log m) for
-    the B keys of those windows and m matches. The first query sorts the window starts once
-    (O(n log n)); from then on every window created or dropped keeps them sorted.
+    writes them through :meth:`bucket`); a key-range ``fetch`` O(log n + B + m log b) for
+    the B keys of those windows and m matches, at most b per window. The first query sorts
+    the window starts once (O(n log n)); from then on every window created or dropped keeps
+    them sorted.
 
     :param window_size_ms: used to rebuild ``Window(start, start + size)`` for results.
     :raises TypeError: ``window_size_ms`` or ``retention_ms`` is not an ``int``.
@@ -180,7 +182,7 @@ class InMemoryWindowStore:
         With a key and two times: an iterator of ``(window start, value)`` for starts in
         ``[time_from, time_to]``, ascending. With a key range: an iterator of
         ``(Windowed, value)`` for keys in ``[key_from, key_to]`` (serialized bytes) and starts
-        in ``[time_from, time_to]``, by key bytes, then start. ``None`` bounds are open.
+        in ``[time_from, time_to]``, by start, then key bytes. ``None`` bounds are open.
 
         :raises StoreClosedError: the store is closed.
         :raises TypeError: another number of arguments, a ``None`` single key, a time that is
@@ -219,10 +221,12 @@ class InMemoryWindowStore:
         return out
 
     def _fetch_keys(self, query: WindowQuery) -> list[tuple[Windowed, Any]]:
-        """Windows of keys in the query's key range, by key bytes, then start.
+        """Windows of keys in the query's key range, by window start, then key bytes.
 
-        Reads every window of the time range (the store is bucketed by window start), then
-        sorts the matches: O(w + m log m) for w windows in the time range, m matches.
+        Kafka's in-memory window store's order. Reads every window of the time range (the
+        store is bucketed by window start) and sorts each window's matches: O(log n + B +
+        m log b) for the B keys of the w windows in the time range, m matches, at most b per
+        window.
         """
         ser = self._key_bytes
         lo = None if query.key_from is None else ser(query.key_from) or b""
@@ -230,18 +234,22 @@ class InMemoryWindowStore:
         if lo is not None and hi is not None and lo > hi:
             return []
         size = self.window_size_ms
-        found = []
+        out = []
         key_bytes: dict[Any, bytes] = {}  # each key serialized once, not once per window
         for start in self._starts_between(query.time_from, query.time_to):
+            found = []
             for key, item in self._by_start[start].items():
                 kb = key_bytes.get(key)
                 if kb is None:
                     kb = key_bytes[key] = ser(key) or b""
                 if (lo is None or kb >= lo) and (hi is None or kb <= hi):
-                    found.append((kb, start, key, item[0]))
-        found.sort(key=_key_then_start)
-        return [(Windowed(key, Window(start, time_window_end(start, size))), value)
-                for _, start, key, value in found]
+                    found.append((kb, key, item[0]))
+            if not found:
+                continue
+            found.sort(key=_first)
+            window = Window(start, time_window_end(start, size))
+            out += [(Windowed(key, window), value) for _, key, value in found]
+        return out
 
     def _select(self, time_from: int | None, time_to: int | None) -> list[tuple[Windowed, Any]]:
         self._check_open()

@@ -7,16 +7,16 @@ Layout, one keyspace per store:
   to end it, so that comparing escaped keys compares the keys and no escaped key is a prefix
   of another), the session end and the session start (:func:`encode_int64` each); value =
   the entry of :func:`~topology.state.rocksdb.key_value.pack_entry` (the aggregate, the
-  original key, and the end as timestamp). Within a segment, byte order is the store's
-  order: key bytes, then end, then start;
+  original key, and the end as timestamp). Byte order is the store's order, Kafka's
+  ``RocksDBSessionStore``'s: segment, then key bytes, then end, then start;
 * the observed stream time (the largest session end ever written, ms): key ``b""``, which
   sorts before every session, value ``encode_int64(observed)``;
 * the longest session ever written (``end - start``, ms): key ``0x00`` (one byte), next; a search
   of one key for sessions starting by ``t`` stops at sessions ending after ``t + span``.
 
 A query reads each live segment that can hold a match (at most four: segments are at least
-half the retention wide) with its own iterator and merges them in key order, so the result
-is in the store's order whatever the segments. Retention as in
+half the retention wide) with its own iterator, all opened at the call, one segment after
+the other. Retention as in
 :mod:`topology.state.sessions`: when the oldest live segment moves on, one ``delete_range``
 removes everything before it.
 
@@ -27,8 +27,8 @@ the store again: it reads its stream time back from the keyspace.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any
 
 from ...windows import Windowed
@@ -71,13 +71,15 @@ def escape_key(key_bytes: bytes) -> bytes:
 class RocksDBSessionStore(SegmentedStore, SessionQueries):
     """Session store of ``Windowed(key, Window(start, end)) -> aggregate`` in a keyspace.
 
-    Behaves as :class:`~topology.state.memory.InMemorySessionStore`: both session ends are
-    inclusive (ms); queries are ordered by serialized key bytes (unsigned), then end, then
-    start, and ``backward_*`` queries give exactly the reversed sequence; ``None`` bounds
-    are open; sessions with ``end <= observed - retention_ms`` are gone and writes to them
-    ignored; once :meth:`close` ran every operation raises
-    :class:`~topology.errors.StoreClosedError`. Keys are equal when their serialized bytes
-    are. Keys and aggregates are written with the state codec (:mod:`topology.state.codec`).
+    Behaves as :class:`~topology.state.memory.InMemorySessionStore` but for the scan order,
+    which is Kafka's ``RocksDBSessionStore``'s: by segment (of the session end,
+    :attr:`segment_interval_ms` wide), then serialized key bytes (unsigned), then end, then
+    start (for one key that is by end, then start), and ``backward_*`` queries give exactly
+    the reversed sequence; ``None`` bounds are open; sessions with
+    ``end <= observed - retention_ms`` are gone and writes to them ignored; once
+    :meth:`close` ran every operation raises :class:`~topology.errors.StoreClosedError`.
+    Keys are equal when their serialized bytes are. Keys and aggregates are written with
+    the state codec (:mod:`topology.state.codec`).
 
     The data lives in ``keyspace`` only: constructing the store again on the same keyspace
     (after a commit and a restart, say) gives the same contents and the same stream time.
@@ -203,7 +205,7 @@ class RocksDBSessionStore(SegmentedStore, SessionQueries):
         return None if raw is None else unpack_value_only(raw)
 
     def _sessions(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
-        """The live sessions matching ``query``, in key bytes, end, start order (or reversed)."""
+        """The live sessions matching ``query``: by segment, key bytes, end, start (or reversed)."""
         self._check_open()
         ser = self._key_bytes
         earliest = self._min_live(self._observed)
@@ -232,11 +234,9 @@ class RocksDBSessionStore(SegmentedStore, SessionQueries):
             prefix = encode_int64(max(segment * interval, MIN_TIME))
             upper = prefix_end(prefix) if high is None else prefix + high
             sources.append(items(prefix + low, upper, reverse))
-        if len(sources) == 1:
-            merged = sources[0]
-        else:
-            merged = heapq.merge(*sources, key=_suffix, reverse=reverse)
-        return _sessions(merged, earliest, query.latest_start)
+        if reverse:
+            sources.reverse()
+        return _sessions(chain.from_iterable(sources), earliest, query.latest_start)
 
     def approximate_num_entries(self) -> int:
         """Number of live sessions (exact: it counts them).
@@ -271,11 +271,6 @@ class RocksDBSessionStore(SegmentedStore, SessionQueries):
             key, value, _ = unpack_entry(raw)
             assert value is not None, f"session [{start}, {end}]: a stored None"
             assert session_key[8:-16] == escape_key(self._key_bytes(key) or b""), "key moved"
-
-
-def _suffix(item: tuple[bytes, bytes]) -> bytes:
-    """The order of a session across segments: its key without the segment prefix."""
-    return item[0][8:]
 
 
 def _sessions(items: Iterator[tuple[bytes, bytes]], earliest: int, latest: int | None

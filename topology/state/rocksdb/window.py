@@ -5,7 +5,9 @@ Layout, one keyspace per store:
 * a window: key = window start (ms, :func:`~topology.state.rocksdb.encode_int64`: 8 bytes
   that sort numerically, negative starts first) + the serialized key; value = the entry of
   :func:`~topology.state.rocksdb.key_value.pack_entry` (timestamp, value, original key). The
-  keyspace's byte order is then the store's iteration order: window start, then key bytes;
+  keyspace's byte order is window start, then key bytes; a scan reads it one segment at a
+  time and sorts each segment by key bytes, then start (Kafka's RocksDB window store's
+  order: segment, then key, then start);
 * the observed stream time (the largest window start ever written, ms): key ``b""``, which
   sorts before every window, value ``encode_int64(observed)``.
 
@@ -45,9 +47,11 @@ _MAX_START = 2**63 - 1
 class RocksDBWindowStore(SegmentedStore):
     """Window store of ``(key, window start) -> (value, timestamp)`` in a keyspace.
 
-    Behaves as :class:`~topology.state.memory.InMemoryWindowStore`: ``fetch_all`` and
-    ``all`` are by window start, then serialized key bytes (unsigned), a key-range ``fetch``
-    by key bytes, then start, backward iteration exactly the reverse, ``None`` bounds open;
+    Behaves as :class:`~topology.state.memory.InMemoryWindowStore` but for the scan order,
+    which is Kafka's ``RocksDBWindowStore``'s: ``fetch_all``, ``all`` and a key-range
+    ``fetch`` are by segment (of the window start, :attr:`segment_interval_ms` wide), then
+    serialized key bytes (unsigned), then window start; a single key's ``fetch`` by window
+    start; backward iteration exactly the reverse, ``None`` bounds open;
     windows that start at or before ``observed - retention_ms`` are gone and writes to them
     ignored; once :meth:`close` ran every operation raises
     :class:`~topology.errors.StoreClosedError`. Keys are equal when their serialized bytes
@@ -63,9 +67,11 @@ class RocksDBWindowStore(SegmentedStore):
     miscellany (:meth:`close`, :attr:`written`, :attr:`observed_stream_time`).
 
     Runtime complexity: a point fetch or a put is one keyspace lookup or write (a put that
-    moves the oldest live segment adds one ``delete_range``); ``fetch_all``/``all`` are one
-    ordered iteration, O(log n + k) for k results; ``fetch(key, from, to)`` seeks once or
-    twice per distinct window start in the range.
+    moves the oldest live segment adds one ``delete_range``); ``fetch_all``/``all`` and a
+    key-range ``fetch`` are one ordered iteration, read lazily a segment at a time (one
+    segment's items in memory, sorted), O(log n + k log s) for k results, at most s per
+    segment; ``fetch(key, from, to)`` seeks once or twice per distinct window start in the
+    range.
 
     >>> import tempfile
     >>> from topology.state.rocksdb import StateDB
@@ -74,7 +80,7 @@ class RocksDBWindowStore(SegmentedStore):
     ...     w.put("b", 1, 0); w.put("a", 2, 0); w.put("a", 3, 10)
     ...     db.commit()
     ...     list(w.fetch("a", 0, 10)), [(str(k), v) for k, v in w.all()]
-    ([(0, 2), (10, 3)], [('[a@0/10]', 2), ('[b@0/10]', 1), ('[a@10/20]', 3)])
+    ([(0, 2), (10, 3)], [('[a@0/10]', 2), ('[a@10/20]', 3), ('[b@0/10]', 1)])
 
     :param window_size_ms: used to rebuild ``Window(start, start + size)`` for results.
     :param retention_ms: how long (ms) behind the observed stream time windows are kept.
@@ -159,13 +165,14 @@ class RocksDBWindowStore(SegmentedStore):
         iterator of ``(window start, value)`` for starts in ``[time_from, time_to]``,
         ascending. With a key range: an iterator of ``(Windowed, value)`` for keys in
         ``[key_from, key_to]`` (serialized bytes) and starts in ``[time_from, time_to]``, by
-        key bytes, then start. ``None`` bounds are open. Iterators are the store as of the
-        call.
+        segment, then key bytes, then start. ``None`` bounds are open. Iterators are the
+        store as of the call.
 
         Runtime complexity: a point fetch is one lookup; a single key's range seeks once or
         twice per distinct window start in the range (each merging the keyspace's pending
-        writes in the range); a key range reads every window of the time range once and
-        sorts the matches, O(w + m log m).
+        writes in the range); a key range reads every window of the time range once, lazily,
+        and sorts each segment's matches, O(log n + w + m log s) for w windows in the time
+        range, m matches, at most s per segment.
 
         :raises StoreClosedError: the store is closed.
         :raises TypeError: another number of arguments, a ``None`` single key, a time that is
@@ -182,7 +189,7 @@ class RocksDBWindowStore(SegmentedStore):
             return None if raw is None else unpack_value_only(raw)
         if query.form == KEY:
             return iter(self._fetch_key(query.key_from, query.time_from, query.time_to))
-        return iter(self._fetch_keys(query))
+        return self._fetch_keys(query, False)
 
     def backward_fetch(self, *args: Any) -> Iterator[Any]:
         """:meth:`fetch` with a time range (one key or a key range), exactly reversed.
@@ -194,23 +201,43 @@ class RocksDBWindowStore(SegmentedStore):
         self._check_open()
         if query.form == KEY:
             return reversed(self._fetch_key(query.key_from, query.time_from, query.time_to))
-        return reversed(self._fetch_keys(query))
+        return self._fetch_keys(query, True)
 
-    def _fetch_keys(self, query: WindowQuery) -> list[tuple[Windowed, Any]]:
-        """Windows of keys in the query's key range, by key bytes, then start."""
+    def _fetch_keys(self, query: WindowQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
+        """Windows of keys in the query's key range, by segment, key bytes, then start."""
         ser = self._key_bytes
         lo = None if query.key_from is None else ser(query.key_from) or b""
         hi = None if query.key_to is None else ser(query.key_to) or b""
         if lo is not None and hi is not None and lo > hi:
-            return []
-        found = [
-            (window_key[8:], window_key[:8], raw)
-            for window_key, raw in self._window_items(query.time_from, query.time_to, False)
-            if (lo is None or window_key[8:] >= lo) and (hi is None or window_key[8:] <= hi)
-        ]
-        found.sort(key=_key_then_start)
-        return list(_windows(((start + kb, raw) for kb, start, raw in found),
-                             self.window_size_ms))
+            return iter(())
+        items = self._window_items(query.time_from, query.time_to, reverse)
+        if lo is not None or hi is not None:
+            items = (item for item in items
+                     if (lo is None or item[0][8:] >= lo) and (hi is None or item[0][8:] <= hi))
+        return _windows(self._by_segment(items, reverse), self.window_size_ms)
+
+    def _by_segment(self, items: Iterator[tuple[bytes, bytes]], reverse: bool
+                    ) -> Iterator[tuple[bytes, bytes]]:
+        """``items`` (by window start, or reversed) by segment, then key bytes, then start.
+
+        Reads one segment's items at a time (they are contiguous: a segment is a range of
+        starts), sorts them and yields them: lazy, with one segment in memory.
+        """
+        interval = self.segment_interval_ms
+        segment: list[tuple[bytes, bytes]] = []
+        limit = 0  # forward: the first start of the next segment; reverse: of this one
+        for item in items:
+            start = decode_int64(item[0][:8])
+            if segment and (start < limit if reverse else start >= limit):
+                segment.sort(key=_key_then_start, reverse=reverse)
+                yield from segment
+                segment = []
+            if not segment:
+                first = segment_id(start, interval) * interval
+                limit = first if reverse else first + interval
+            segment.append(item)
+        segment.sort(key=_key_then_start, reverse=reverse)
+        yield from segment
 
     def _fetch_key(self, key: Any, time_from: int | None, time_to: int | None
                    ) -> list[tuple[int, Any]]:
@@ -247,7 +274,8 @@ class RocksDBWindowStore(SegmentedStore):
                 ) -> Iterator[tuple[Windowed, Any]]:
         """``(Windowed, value)`` for live windows starting in ``[time_from, time_to]``."""
         self._check_open()
-        return _windows(self._window_items(time_from, time_to, reverse), self.window_size_ms)
+        return _windows(self._by_segment(self._window_items(time_from, time_to, reverse),
+                                         reverse), self.window_size_ms)
 
     def _window_items(self, time_from: int | None, time_to: int | None, reverse: bool
                       ) -> Iterator[tuple[bytes, bytes]]:
@@ -265,9 +293,10 @@ class RocksDBWindowStore(SegmentedStore):
                   ) -> Iterator[tuple[Windowed, Any]]:
         """``(Windowed, value)`` for windows starting in ``[time_from, time_to]`` (ms).
 
-        By window start, then key bytes; ``None`` bounds are open; the iterator sees the
-        store as of the call and reads it lazily. Runtime complexity: O(log n + k) for k
-        results.
+        By segment (of the window start), then key bytes, then window start; ``None`` bounds
+        are open; the iterator sees the store as of the call and reads it lazily, a segment
+        at a time. Runtime complexity: O(log n + k log s) for k results, at most s per
+        segment (each segment's items are sorted as it is read).
 
         :raises StoreClosedError: the store is closed.
         :raises TypeError: a bound is neither an ``int`` nor ``None``.
@@ -286,7 +315,7 @@ class RocksDBWindowStore(SegmentedStore):
                             check_time_bound(time_to, "time_to"), True)
 
     def all(self) -> Iterator[tuple[Windowed, Any]]:
-        """Every ``(Windowed, value)``, by window start then key bytes.
+        """Every ``(Windowed, value)``, by segment, then key bytes, then window start.
 
         :raises StoreClosedError: the store is closed.
         """
@@ -319,8 +348,10 @@ class RocksDBWindowStore(SegmentedStore):
             assert (ser(key) or b"") == window_key[8:], f"window {start}: the key {key!r} moved"
 
 
-def _key_then_start(row: tuple[bytes, bytes, bytes]) -> tuple[bytes, bytes]:
-    return row[0], row[1]
+def _key_then_start(item: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+    """The order of a window within its segment: key bytes, then start."""
+    window_key = item[0]
+    return window_key[8:], window_key[:8]
 
 
 def _windows(items: Iterator[tuple[bytes, bytes]], size: int

@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ("closed_store_refuses", "expect", "ordered_keys")
+__all__ = ("ScanOrder", "check_scan_order", "closed_store_refuses", "expect", "ordered_keys")
+
+ScanOrder = Literal["memory", "rocksdb"]
+"""Which of Kafka's stores a window or session store's scans follow: ``"memory"`` (Kafka's
+in-memory stores: by time, then key) or ``"rocksdb"`` (Kafka's RocksDB stores: by time
+segment, then key, then time)."""
+
+
+def check_scan_order(order: str) -> ScanOrder:
+    """``order``, checked to be a :data:`ScanOrder`.
+
+    :raises ValueError: ``order`` is neither ``"memory"`` nor ``"rocksdb"``.
+    """
+    if order == "memory":
+        return "memory"
+    if order == "rocksdb":
+        return "rocksdb"
+    raise ValueError(f"scan order is 'memory' or 'rocksdb', not {order!r}")
 
 
 def expect(condition: bool, what: str) -> None:

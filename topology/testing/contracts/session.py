@@ -9,7 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ...windows import Window, Windowed
-from ._util import closed_store_refuses, expect, ordered_keys
+from ._util import ScanOrder, check_scan_order, closed_store_refuses, expect, ordered_keys
+
+Row = tuple[Windowed, Any]
 
 __all__ = ("check_session_store",)
 
@@ -22,22 +24,29 @@ def _s(key: str, start: int, end: int) -> Windowed:
     return Windowed(key, Window(start, end))
 
 
-def check_session_store(factory: SessionStoreFactory) -> None:
+def check_session_store(factory: SessionStoreFactory, order: ScanOrder = "memory") -> None:
     """Run every session-store contract check on fresh stores from ``factory``.
 
     Checks: put/fetch_session/remove and ``None`` aggregates as removes; ``find_sessions``
     with both time bounds inclusive (``end >= earliest_session_end``, ``start <=
-    latest_session_start``) for one key and for key ranges, ``None`` bounds open;
-    ``fetch``/``all`` by key bytes, then end, then start, and every ``backward_*`` form
-    exactly reversed; bad arguments refused; retention (sessions ending at or before
-    ``observed - retention`` are dropped, writes to them ignored); a closed store refusing
-    every operation.
+    latest_session_start``) for one key and for key ranges, ``None`` bounds open; one key's
+    sessions by end, then start; key-range queries and ``all`` in the ``order`` of the
+    backend; every ``backward_*`` form exactly reversed; bad arguments refused; retention
+    (sessions ending at or before ``observed - retention`` are dropped, writes to them
+    ignored); a closed store refusing every operation.
 
+    :param order: ``"memory"``: Kafka's in-memory session store's order, by session end,
+        then key bytes, then start; ``"rocksdb"``: Kafka's RocksDB session store's order,
+        by segment (``end // store.segment_interval_ms``), then key bytes, then end, then
+        start.
     :raises AssertionError: naming the first check that failed.
+    :raises ValueError: ``order`` is neither of those.
     """
+    order = check_scan_order(order)
     _basic(factory(1_000))
     _find(factory(1_000))
-    _iteration(factory(1_000))
+    _iteration(factory(1_000), order)
+    _iteration(factory(200_000), order, 100_000)  # segments of 100 s: two of them
     _refusals(factory(1_000))
     _retention(factory(30))
     closed_store_refuses(factory(1_000), [
@@ -90,22 +99,37 @@ def _find(store: Any) -> None:
            "sessions are ordered by end, then start, overlapping or not")
 
 
-def _iteration(store: Any) -> None:
+def scan_key(store: Any, order: ScanOrder) -> Callable[[Row], tuple[Any, ...]]:
+    """The sort key of a key-range query's or ``all()``'s rows of ``store`` in ``order``.
+
+    Rows are ``(Windowed, aggregate)`` with ``str`` keys (see :func:`check_session_store`).
+    """
+    if order == "memory":
+        return lambda r: (r[0].window.end, r[0].key.encode(), r[0].window.start)
+    interval = store.segment_interval_ms
+    return lambda r: (r[0].window.end // interval, r[0].key.encode(), r[0].window.end,
+                      r[0].window.start)
+
+
+def _iteration(store: Any, order: ScanOrder, offset: int = 0) -> None:
     keys = ["b", "a", "aa", "B", "", "a\x00", "é"]
     sessions = [(0, 0), (0, 9), (5, 9), (10, 15), (12, 40), (-5, 3)]
+    if offset:  # sessions in the next segments too, one across a segment boundary
+        sessions += [(offset - 5, offset + 3), (offset, offset + 9),
+                     (2 * offset - 1, 2 * offset - 1)]
     expected = []
     for i, key in enumerate(keys):
         for j, (start, end) in enumerate(sessions):
             if (i + j) % 3:  # not every session for every key
                 store.put(_s(key, start, end), (i, j))
                 expected.append((key, start, end, (i, j)))
-    rows = [(_s(k, s, e), v) for k, s, e, v in
-            sorted(expected, key=lambda r: (r[0].encode(), r[2], r[1]))]
-    expect(list(store.all()) == rows, "all() is by key bytes, then end, then start")
+    rows = sorted(((_s(k, s, e), v) for k, s, e, v in expected), key=scan_key(store, order))
+    expect(list(store.all()) == rows, f"all() is in the {order} order, not {list(store.all())}")
     expect(list(store.backward_all()) == rows[::-1], "backward_all() is all() reversed")
     expect(list(store.fetch(None, None)) == rows, "fetch(None, None) is every session")
     for key in keys:
-        want = [r for r in rows if r[0].key == key]
+        want = sorted((r for r in rows if r[0].key == key),
+                      key=lambda r: (r[0].window.end, r[0].window.start))
         expect(list(store.fetch(key)) == want, f"fetch({key!r}) gives the key's sessions")
         expect(list(store.backward_fetch(key)) == want[::-1], f"backward_fetch({key!r})")
     bounds = [("a", "aa"), ("B", "b"), (None, "aa"), ("aa", None), ("b", "a"), ("zz", None),
@@ -116,7 +140,8 @@ def _iteration(store: Any) -> None:
         expect(list(store.fetch(lo, hi)) == want, f"fetch({lo!r}, {hi!r}) gives {want}")
         expect(list(store.backward_fetch(lo, hi)) == want[::-1],
                f"backward_fetch({lo!r}, {hi!r}) is fetch reversed")
-        for earliest, latest in [(9, 9), (None, 5), (10, None), (-100, 100)]:
+        for earliest, latest in [(9, 9), (None, 5), (10, None), (-100, 100),
+                                 (offset, offset + 5), (offset + 1, None)]:
             found = [r for r in want
                      if (earliest is None or r[0].window.end >= earliest)
                      and (latest is None or r[0].window.start <= latest)]

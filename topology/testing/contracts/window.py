@@ -9,7 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ...windows import Window, Windowed
-from ._util import closed_store_refuses, expect, ordered_keys
+from ._util import ScanOrder, check_scan_order, closed_store_refuses, expect
+
+Row = tuple[Windowed, Any]
 
 __all__ = ("check_window_store",)
 
@@ -18,19 +20,26 @@ WindowStoreFactory = Callable[[int, int], Any]
 are ``str`` ordered by their UTF-8 bytes."""
 
 
-def check_window_store(factory: WindowStoreFactory) -> None:
+def check_window_store(factory: WindowStoreFactory, order: ScanOrder = "memory") -> None:
     """Run every window-store contract check on fresh stores from ``factory``.
 
     Checks: put/fetch by window start and ``None`` values as deletes; ``fetch(key, from,
     to)`` over window starts in ``[from, to]`` ascending and ``backward_fetch`` exactly its
-    reverse; ``fetch_all``/``all`` by window start then key bytes and their backward forms
-    exactly reversed; retention (windows that start at or before ``observed - retention``
-    are dropped, writes to them ignored); a closed store refusing every operation.
+    reverse; ``fetch_all``/``all`` and a key-range ``fetch`` in the ``order`` of the backend,
+    and their backward forms exactly reversed; retention (windows that start at or before
+    ``observed - retention`` are dropped, writes to them ignored); a closed store refusing
+    every operation.
 
+    :param order: ``"memory"``: Kafka's in-memory window store's order, by window start,
+        then key bytes; ``"rocksdb"``: Kafka's RocksDB window store's order, by segment
+        (``start // store.segment_interval_ms``), then key bytes, then window start.
     :raises AssertionError: naming the first check that failed.
+    :raises ValueError: ``order`` is neither of those.
     """
+    order = check_scan_order(order)
     _basic(factory(10, 1_000))
-    _iteration(factory(10, 1_000))
+    _iteration(factory(10, 1_000), order)
+    _iteration(factory(10, 200_000), order, 100_000)  # segments of 100 s: two of them
     _retention(factory(10, 30))
     _refusals(factory(10, 1_000))
     closed_store_refuses(factory(10, 1_000), [
@@ -54,24 +63,36 @@ def _basic(store: Any) -> None:
     expect(list(store.fetch("a", 0, 100)) == [(10, 2)], "fetch over starts in [from, to]")
 
 
-def _iteration(store: Any) -> None:
+def scan_key(store: Any, order: ScanOrder) -> Callable[[Row], tuple[Any, ...]]:
+    """The sort key of a ``fetch_all``'s, ``all()``'s or key-range ``fetch``'s rows.
+
+    Rows are ``(Windowed, value)`` of ``store`` with ``str`` keys, in ``order`` (see
+    :func:`check_window_store`).
+    """
+    if order == "memory":
+        return lambda r: (r[0].window.start, r[0].key.encode())
+    interval = store.segment_interval_ms
+    return lambda r: (r[0].window.start // interval, r[0].key.encode(), r[0].window.start)
+
+
+def _iteration(store: Any, order: ScanOrder, offset: int = 0) -> None:
     keys = ["b", "a", "aa", "B"]
-    for start in (0, 10, 20, 30):
+    rows: list[Row] = []
+    for start in (offset, offset + 10, offset + 20, offset + 30, 2 * offset, 2 * offset + 10):
         for i, key in enumerate(keys):
             if (start // 10 + i) % 3:  # not every key in every window
                 store.put(key, start + i, start)
-    rows = []
-    for start in (0, 10, 20, 30):
-        for key in ordered_keys(keys):
-            value = store.fetch(key, start)
-            if value is not None:
-                rows.append((Windowed(key, Window(start, start + 10)), value))
-    expect(list(store.all()) == rows, "all() is by window start, then key bytes")
+                rows.append((Windowed(key, Window(start, start + 10)), start + i))
+    rows = sorted(set(rows), key=scan_key(store, order))
+    expect(list(store.all()) == rows, f"all() is in the {order} order, not {list(store.all())}")
     expect(list(store.backward_all()) == rows[::-1], "backward_all() is all() reversed")
-    by_key = sorted(rows, key=lambda r: (r[0].key.encode(), r[0].window.start))
-    for lo, hi in [(0, 30), (10, 20), (5, 25), (20, 10), (40, 50), (None, 10), (10, None),
-                   (None, None)]:
-        in_time = [r for r in by_key if (lo is None or r[0].window.start >= lo)
+    times = [(offset, offset + 30), (offset + 10, offset + 20), (offset + 5, offset + 25),
+             (offset + 20, offset + 10), (2 * offset + 40, 2 * offset + 50),
+             (None, offset + 10), (offset + 10, None), (None, None)]
+    if offset:
+        times += [(offset + 20, 2 * offset), (offset + 30, 2 * offset + 10)]
+    for lo, hi in times:
+        in_time = [r for r in rows if (lo is None or r[0].window.start >= lo)
                    and (hi is None or r[0].window.start <= hi)]
         for key_lo, key_hi in [("a", "aa"), ("B", "b"), (None, "aa"), ("aa", None),
                                (None, None), ("b", "a"), ("a", "a")]:
@@ -84,16 +105,12 @@ def _iteration(store: Any) -> None:
             back = list(store.backward_fetch(key_lo, key_hi, lo, hi))
             expect(back == want[::-1], f"backward_fetch({key_lo!r}, {key_hi!r}, {lo}, {hi}) "
                    "is fetch reversed")
-    for lo, hi in [(0, 30), (10, 20), (5, 25), (20, 10), (40, 50), (None, 10), (10, None),
-                   (None, None)]:
-        want = [r for r in rows if (lo is None or r[0].window.start >= lo)
-                and (hi is None or r[0].window.start <= hi)]
         got = list(store.fetch_all(lo, hi))
-        expect(got == want, f"fetch_all({lo}, {hi}) gives {want}, not {got}")
+        expect(got == in_time, f"fetch_all({lo}, {hi}) gives {in_time}, not {got}")
         back = list(store.backward_fetch_all(lo, hi))
-        expect(back == want[::-1], f"backward_fetch_all({lo}, {hi}) is fetch_all reversed")
+        expect(back == in_time[::-1], f"backward_fetch_all({lo}, {hi}) is fetch_all reversed")
         for key in keys:
-            want_key = [(r[0].window.start, r[1]) for r in want if r[0].key == key]
+            want_key = sorted((r[0].window.start, r[1]) for r in in_time if r[0].key == key)
             expect(list(store.fetch(key, lo, hi)) == want_key,
                    f"fetch({key!r}, {lo}, {hi}) gives {want_key}")
             expect(list(store.backward_fetch(key, lo, hi)) == want_key[::-1],
