@@ -16,7 +16,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
-.PHONY: example example-distributed example-driver test test-slow lint docs bench bench-spark java clean
+.PHONY: example example-distributed example-driver test check test-slow lint docs bench bench-spark java clean
 
 # An existing .venv is kept (and brought up to date), whichever Python made it.
 $(STAMP): pyproject.toml
@@ -50,6 +50,13 @@ test: $(STAMP) java
 	$(PY) -m mypy --strict topology
 	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest
+
+# The quick loop: ruff and mypy, then the suite without Spark and without the long kill runs.
+check: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy --strict suppress
+	$(PY) -m mypy --strict topology
+	$(PY) -m pytest -m "not spark and not slow"
 
 # The static checks of `make test` alone: ruff, then mypy --strict on both packages.
 lint: $(STAMP)

@@ -9,8 +9,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 ROOT = str(Path(__file__).resolve().parent.parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [ROOT, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != ROOT]])
 
 import hypothesis_profiles  # noqa: E402,F401 - registers and loads the profile before any test
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``spark`` every test that starts Spark through the shared session (the ``spark``
+    fixture, directly or through ``rocksdb_state`` and ``default_state_store``); tests that
+    start it otherwise (a child process, a docs page) carry the marker themselves.
+    ``pytest -m "not spark"`` then runs everything else, the without-Spark harness tests of
+    tests/spark included."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

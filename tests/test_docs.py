@@ -34,7 +34,9 @@ def test_docs_link_nothing_outside_the_repository() -> None:
         assert not re.search(r"\bissue\b", text, re.I), page.name
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [  # a page that starts a SparkSession is a spark test
+    pytest.param(p, marks=[pytest.mark.spark] if "local_session(" in p.read_text(encoding="utf-8")
+                 else []) for p in PAGES], ids=lambda p: p.name)
 def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     blocks = BLOCK.findall(page.read_text(encoding="utf-8"))
     restore_spark = _spark_settings()

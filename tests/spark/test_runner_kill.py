@@ -35,6 +35,8 @@ from .helpers import KAFKA_SOURCE
 from .runner_child import as_tuple, topology
 from .test_partitions import Record, driver_records
 
+pytestmark = pytest.mark.spark  # each child process starts its own SparkSession
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 CHILD_TIMEOUT_S = 180.0
 """Longest a child may run (Spark starts in seconds; six small batches take a few more)."""

@@ -7,7 +7,6 @@ expired by ``delete_range``, compared with the in-memory backend step by step.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -230,26 +229,28 @@ OPS = st.one_of(
 @given(retention=st.integers(0, 30), interval=st.sampled_from([1, 3, 10]),
        max_versions=st.none() | st.integers(1, 3), ops=st.lists(OPS, max_size=40))
 def test_committed_and_reopened_state_matches_the_memory_backend(
-        retention: int, interval: int, max_versions: int | None,
+        pool: Any, retention: int, interval: int, max_versions: int | None,
         ops: list[tuple[Any, ...]]) -> None:
     options = {"history_retention_ms": retention, "segment_interval_ms": interval,
                "max_versions": max_versions}
     twin = InMemoryVersionedKeyValueStore("s", str.encode, **options)
-    with tempfile.TemporaryDirectory() as tmp:
-        db = StateDB.open(tmp)
+    databases = pool("versioned")
+    tmp, db = databases.take("versions")  # empty, its meta (interval, stream time) included
+    failed = True
+    try:
         store = open_store(db, **options)
-        try:
-            for step, (name, *args) in enumerate(ops):
-                if name == "commit":
-                    db.commit()
-                elif name == "reopen":
-                    db.commit()
-                    db.close()
-                    db = StateDB.open(tmp)
-                    store = open_store(db, **options)
-                else:
-                    assert getattr(store, name)(*args) == getattr(twin, name)(*args), step
-                store._check()
-                assert state(store) == state(twin), f"after step {step}: {name}{tuple(args)}"
-        finally:
-            db.close()
+        for step, (name, *args) in enumerate(ops):
+            if name == "commit":
+                db.commit()
+            elif name == "reopen":
+                db.commit()
+                db.close()
+                db = StateDB.open(tmp)
+                store = open_store(db, **options)
+            else:
+                assert getattr(store, name)(*args) == getattr(twin, name)(*args), step
+            store._check()
+            assert state(store) == state(twin), f"after step {step}: {name}{tuple(args)}"
+        failed = False
+    finally:
+        databases.give_back(db, failed)

@@ -1,0 +1,3 @@
+"""The ``pool`` fixture: a StateDB per property test, emptied between examples (pool.py)."""
+
+from .pool import pool  # noqa: F401 - a fixture, registered by being here
