@@ -14,7 +14,9 @@ Run it with ``make example`` (or ``python examples/spark_pipeline.py [--state-di
    grace for late payments), keeping those above the alert threshold. Alerts are written as
    Parquet, one directory per micro-batch.
 4. Prints the alerts and a summary, and checks that they equal what ``TopologyTestDriver``
-   gives for the same records in the same order.
+   gives for the same records in the order the runner's task takes them (in each
+   micro-batch, payments and rates merged lowest timestamp first, as Kafka's PartitionGroup
+   takes two topics of one partition).
 
 Everything (input, Spark checkpoint, state, alerts) lives under ``--state-dir``, by default a
 temporary directory removed at the end. Given a directory that holds an earlier run, the query
@@ -50,6 +52,7 @@ from topology import (
     Topology,
     TopologyTestDriver,
 )
+from topology.runtime.engine import merge_by_timestamp
 from topology.spark import ForeachBatchRunner, local_session, sinks
 
 MINUTE = 60_000
@@ -151,15 +154,35 @@ def write_files(records: list[tuple[str, bytes, bytes, int]], folder: Path,
         os.rename(staged, folder / f"part-{n:03d}.parquet")
 
 
-def read_input(folder: Path) -> list[tuple[str, bytes, bytes, int]]:
-    """The records of every input file, in the order the file source reads them."""
-    records = []
+def read_batches(folder: Path) -> list[list[tuple[str, bytes, bytes, int]]]:
+    """The records of each input file (one micro-batch each), in the file's order."""
+    batches = []
     for path in sorted(folder.glob("part-*.parquet")):
         table = pq.read_table(path)
         ts = table.column("timestamp").cast(pa.int64()).to_pylist()
-        records += [(t, k, v, s // 1000) for t, k, v, s in zip(
+        batches.append([(t, k, v, s // 1000) for t, k, v, s in zip(
             table.column("topic").to_pylist(), table.column("key").to_pylist(),
-            table.column("value").to_pylist(), ts, strict=True)]
+            table.column("value").to_pylist(), ts, strict=True)])
+    return batches
+
+
+def read_input(folder: Path) -> list[tuple[str, bytes, bytes, int]]:
+    """The records of every input file, in the order the file source reads them."""
+    return [record for batch in read_batches(folder) for record in batch]
+
+
+def in_task_order(batches: list[list[tuple[str, bytes, bytes, int]]]
+                  ) -> list[tuple[str, bytes, bytes, int]]:
+    """The records as the runner's task takes them: in each micro-batch, the two topics
+    merged lowest timestamp first, each topic's records in their order (Kafka's
+    PartitionGroup)."""
+    records = []
+    for batch in batches:
+        by_topic: dict[str, list[tuple[bytes, bytes, int]]] = {}
+        for topic, key, value, ts in batch:
+            by_topic.setdefault(topic, []).append((key, value, ts))
+        for topic, run in merge_by_timestamp(by_topic):
+            records += [(topic, key, value, ts) for key, value, ts in run]
     return records
 
 
@@ -206,7 +229,7 @@ def run(spark: Any, work: Path, payments: int, files: int = FILES) -> bool:
           f"alerts: {len(alerts)}; late records dropped: "
           f"{metrics['dropped-records-total']:,.0f}")
 
-    expected = driver_alerts(topology, read_input(incoming))
+    expected = driver_alerts(topology, in_task_order(read_batches(incoming)))
     same = sorted(alert_tuples(alerts)) == sorted(expected)
     print(f"Same alerts as TopologyTestDriver on the same records: {'yes' if same else 'NO'}")
     return same
@@ -233,7 +256,7 @@ def alert_tuples(alerts: list[dict[str, Any]]) -> list[tuple[str, int, int, floa
 
 def driver_alerts(topology: Topology, records: list[tuple[str, bytes, bytes, int]]
                   ) -> list[tuple[str, int, int, float, int]]:
-    """The alerts the test driver gives for the records, piped as bytes in the same order."""
+    """The alerts the test driver gives for the records, piped as bytes in the given order."""
     with TopologyTestDriver(topology) as driver:
         topics = {name: driver.create_input_topic(name, Serdes.bytes(), Serdes.bytes())
                   for name in ("payments", "rates")}
