@@ -46,7 +46,10 @@ from .partitioner import partition_for
 from .state_dir import TaskStateDir, TaskStateView
 from .task import DEFAULT_COMMIT_INTERVAL_RECORDS, DEFAULT_MAX_FEEDBACK_RECORDS, Task, TaskFailure
 
-__all__ = ("Engine", "Inbound", "merge_by_timestamp")
+__all__ = ("DEFAULT_APPLICATION_ID", "Engine", "Inbound", "merge_by_timestamp")
+
+DEFAULT_APPLICATION_ID = "topology-test-driver-app"
+"""The application id when none is configured: the prefix of internal topic names."""
 
 ENGINE_META = b"engine"
 """The meta entry of a partitioned engine: its partitions and its partition count."""

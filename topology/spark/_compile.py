@@ -47,6 +47,7 @@ from suppress.config import BufferConfig, BufferFullStrategy, Suppressed
 from suppress.entry import RecordContext
 
 from ..errors import TopologyError
+from ..runtime.engine import DEFAULT_APPLICATION_ID
 from ..runtime.graph import GraphNode
 from ..runtime.processor import InternalProcessor
 from ..runtime.processors import stateless as sp
@@ -63,7 +64,6 @@ from ..runtime.processors.sliding import SlidingWindowAggregateProcessor
 from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde, serializer_of
-from ..testing.driver import DEFAULT_APPLICATION_ID
 from ..topology import Topology
 
 __all__ = ("AGGREGATION", "DROPS", "OUTPUTS", "TABLE_UPDATE", "BatchedAggregationSpec", "ChainSpec",
@@ -96,9 +96,10 @@ DROPS = -3
 (UTF-8) in ``k`` and the count in ``ts``; counted by the runner, never sent to a sink."""
 
 OUTPUTS = -4
-"""The route of a batched processor's results: one row per call, ``k`` a pickle of the list
-of records that left its post chain (``(route, key, value, timestamp, headers)``, routes of
-output topics), ``st`` their number; unpacked by the runner before the sinks."""
+"""The route of a batched processor's results: one row per call, ``k`` the state codec's bytes
+of the list of records that left its post chain (``(route, key, value, timestamp,
+headers)``, routes of output topics), ``st`` their number; unpacked by the runner before the
+sinks."""
 
 
 class ReadInternalTopic(InternalProcessor):

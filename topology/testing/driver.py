@@ -16,7 +16,7 @@ from suppress.time import NO_TIMESTAMP, to_millis
 
 from ..errors import UnknownTopicError
 from ..runtime.clock import SystemClock
-from ..runtime.engine import Engine
+from ..runtime.engine import DEFAULT_APPLICATION_ID, Engine
 from ..runtime.task import (
     DEFAULT_COMMIT_INTERVAL_RECORDS,
     DEFAULT_MAX_FEEDBACK_RECORDS,
@@ -38,7 +38,6 @@ from .topics import ReadBackChecks, TestInputTopic, TestOutputTopic, read_back_c
 
 __all__ = ("SuppressionBuffer", "TopologyTestDriver")
 
-DEFAULT_APPLICATION_ID = "topology-test-driver-app"
 _CONFIG_KEYS = frozenset({"application_id", "metrics_recording_level", "fuse_final_results",
                           "max_feedback_records", "commit_interval_records", "auto_commit",
                           "record_timeline"})
