@@ -45,10 +45,10 @@ def test_no_results_make_no_row() -> None:
                                    st.just("t")), max_size=5), max_size=4))
 def test_unpacked_records_come_in_arrival_order(packs: list[list[Any]]) -> None:
     """By ``seq``, stably: records of one pack with one ``seq`` keep their order."""
-    import pickle
-
     import pandas as pd  # type: ignore[import-untyped]
 
-    frames = [pd.DataFrame({"k": [pickle.dumps(pack) for pack in packs]})]
+    from topology.state.codec import encode
+
+    frames = [pd.DataFrame({"k": [encode(pack) for pack in packs]})]
     flat = [record for pack in packs for record in pack]
     assert unpacked(frames) == sorted(flat, key=lambda record: record[4])

@@ -28,7 +28,6 @@ uses one bucket, which keeps that time (and so which records are still held) the
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -103,7 +102,7 @@ class AsOfJoinProcessor(StatefulProcessor):
             join.restore(buffered, _no_keyspace)
         restored = host.metrics.as_dict()  # writes the restore replayed are not this call's
         update, stream = table.record_entry(), join.record_entry()
-        loads = pickle.loads
+        loads = decode
         out = chain.out
         seqs: list[int] = []
         index: list[int] = []

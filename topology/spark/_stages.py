@@ -2,10 +2,11 @@
 
 Between its Spark operators the runner moves records in one Arrow layout, the *record
 frame* (:data:`FRAME`): ``route`` (an output topic's index, or the aggregation), the key and
-value as pickles of the objects the topology produced, the timestamp in ms, the headers
-(a pickle, null for none), the aggregation's key bytes ``kb`` (null elsewhere) and ``seq``,
-the record's position in its partition's micro-batch. The pickles are written and read only
-by the runner's own operators within one query, never taken from a topic.
+value as the state codec's bytes of the objects the topology produced (never pickle), the
+timestamp in ms, the headers (the codec's bytes, null for none), the aggregation's key bytes
+``kb`` (null elsewhere) and ``seq``, the record's position in its partition's micro-batch.
+The encoded values are written and read only by the runner's own operators within one query,
+never taken from a topic.
 
 :class:`Chain` runs stateless nodes with the library's own processors (the same code, and
 errors, as a task); :func:`window_records` turns the rows Spark's aggregation emits into the
@@ -14,7 +15,6 @@ records the suppression would emit, then through the post chain.
 
 from __future__ import annotations
 
-import pickle
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter
@@ -29,6 +29,7 @@ from ..runtime.processor import Entry, InternalProcessor
 from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
 from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde
+from ..state.codec import decode, encode
 from ..windows import Window, Windowed
 from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
@@ -60,8 +61,8 @@ _REASON_KEY = "dropped-records-total{reason="
 Out = tuple[int, Any, Any, int, tuple[tuple[str, bytes | None], ...]]
 """A record leaving a chain: ``(route, key, value, timestamp, headers)``."""
 
-_dumps = pickle.dumps
-_loads = pickle.loads
+_dumps = encode
+_loads = decode
 
 
 class Chain:
@@ -262,7 +263,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
 
     A record to an output topic is a row as in :func:`frame`. The records to the stateful
     node become one row per bucket (``crc32(key bytes) % buckets``): route
-    :data:`~topology.spark._compile.AGGREGATION`, ``k`` a pickle of their list of ``(key,
+    :data:`~topology.spark._compile.AGGREGATION`, ``k`` the codec's bytes of their list of ``(key,
     value, timestamp, headers, seq, st, topic)`` (as in :data:`FRAME`; ``topics``: each
     record's), ``ts``
     their largest timestamp, ``seq`` the bucket and ``st`` their number; those with a
@@ -309,7 +310,7 @@ def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]]) -> pa.RecordBatch:
     n = len(order)
     return pa.RecordBatch.from_arrays([
         pa.array([AGGREGATION] * n, pa.int32()),
-        pa.array([_dumps(packs[b], protocol=pickle.HIGHEST_PROTOCOL) for b in order],
+        pa.array([_dumps(packs[b]) for b in order],
                  pa.binary()),
         pa.nulls(n, pa.binary()),
         pa.array([max(r[2] for r in packs[b]) for b in order], pa.int64()),
@@ -381,7 +382,7 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
 
     ``table`` has ``start``, ``end``, ``ts`` (ms), ``k``, ``h`` and ``n`` (a count) or
     ``vals`` (a list of ``(bt, seq, st, v)``: each value with its batch time and position,
-    so values fold in arrival order; see :data:`FRAME`). ``key_mode``: ``"pickle"`` (the
+    so values fold in arrival order; see :data:`FRAME`). ``key_mode``: ``"codec"`` (the
     record frame's ``k``), ``("serde", serde, topic)`` (a binary key column read by the
     source's serde) or ``"plain"`` (a column of another type). Windows come out by (end, key
     bytes), as a task emits windows closing together.
@@ -394,7 +395,7 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
     ends = table.column("end").to_pylist()
     times = table.column("ts").to_pylist()
     k = table.column("k").combine_chunks()
-    if key_mode == "pickle":
+    if key_mode == "codec":
         keys = [_loads(b) for b in k.to_pylist()]
     elif key_mode == "plain":
         keys = k.to_pylist()
@@ -469,12 +470,12 @@ def records_of_frame(table: pa.Table) -> list[Out]:
 def outputs_frame(records: list[Out]) -> pa.RecordBatch:
     """Records leaving a batched processor, packed in one row (none: no row).
 
-    The row's route is :data:`~topology.spark._compile.OUTPUTS`. One pickle of the list
+    The row's route is :data:`~topology.spark._compile.OUTPUTS`. One encoding of the list
     instead of three per record: Spark moves, converts and hands to ``foreachBatch`` one row
     per call.
     """
     if not records:
         return pa.RecordBatch.from_pylist([], schema=FRAME)
     return pa.RecordBatch.from_pylist([{
-        "route": OUTPUTS, "k": _dumps(records, protocol=pickle.HIGHEST_PROTOCOL),
+        "route": OUTPUTS, "k": _dumps(records),
         "ts": max(r[3] for r in records), "seq": 0, "st": len(records)}], schema=FRAME)

@@ -274,7 +274,7 @@ class DistributedRunner:
             rows = (rows.where(F.col("kb").isNotNull())
                     .withColumn("et", F.timestamp_millis(F.col("ts")))
                     .withColumn("bt", F.current_timestamp()))
-            key_mode = "pickle"
+            key_mode = "codec"
             aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts"),
                     F.max_by("h", F.struct("bt", "seq", "st")).alias("h")]
             if window.count:
