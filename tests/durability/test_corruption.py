@@ -5,7 +5,8 @@ directory is then flipped, truncated or deleted; a new driver on the directory p
 rest from its committed offsets and every output is read. The outcome must be the output
 of one uninterrupted run, or a library error that says the state is damaged
 (:class:`~topology.errors.StateCorruptedError`, or a :class:`StateDirectoryError` refusing
-the directory): never fewer or more results, never a raw ``TypeError``.
+the directory): never fewer or more results, never a raw ``TypeError``. A clean close leaves
+the write-ahead log empty, so the log is damaged after a crash instead (the tests at the end).
 """
 
 from __future__ import annotations
@@ -52,8 +53,7 @@ def damaged_run(tmp_path: Path, damage: Any, pick: Any) -> dict[str, list[Any]] 
         first = read_all(driver)
     database = next(state.iterdir()) / "0_0"
     files = sorted(p for p in database.rglob("*") if p.is_file() and pick(p.name))
-    if not files:
-        pytest.skip("no such file in this state directory")
+    assert files, "the state directory holds a file of this kind"
     damage(random.Random(7), files[-1])
     try:
         with TopologyTestDriver(topology(), state_dir=state,
@@ -67,8 +67,7 @@ def damaged_run(tmp_path: Path, damage: Any, pick: Any) -> dict[str, list[Any]] 
 
 def flip(rng: random.Random, path: Path) -> None:
     data = bytearray(path.read_bytes())
-    if not data:
-        pytest.skip("empty file")
+    assert data, f"{path.name} is empty: nothing to damage"
     at = rng.randrange(len(data))
     data[at] ^= 0x40
     path.write_bytes(bytes(data))
@@ -76,8 +75,7 @@ def flip(rng: random.Random, path: Path) -> None:
 
 def truncate_last_byte(_: random.Random, path: Path) -> None:
     size = path.stat().st_size
-    if not size:
-        pytest.skip("empty file")
+    assert size, f"{path.name} is empty: nothing to damage"
     os.truncate(path, size - 1)
 
 
@@ -92,7 +90,6 @@ def delete(_: random.Random, path: Path) -> None:
 KINDS = {
     "table": lambda name: name.endswith(".sst"),
     "manifest": lambda name: name.startswith("MANIFEST"),
-    "wal": lambda name: name.endswith(".log"),
     "current": lambda name: name == "CURRENT",
     "options": lambda name: name.startswith("OPTIONS"),
 }
