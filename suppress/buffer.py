@@ -4,11 +4,13 @@ Entries are ordered by ``(buffer time, serialized key bytes)``, bytes compared u
 lexicographically (a shorter prefix first), exactly as Kafka's ``BufferKey``. Eviction always
 takes the head of that order.
 
-Layout (see docs/implementation.md): a dict ``key -> entry`` (the index) and an
+Layout (see docs/implementation.md): a dict ``key identity -> entry`` (the index) and an
 :class:`~suppress.order.EntryOrder` holding the entries in eviction order: one heap for time
 limits, buckets per window end for final results (``few_times``). A key is serialized once,
 when it enters the buffer; updates to a buffered key are a dict lookup and never touch the
-order. Entries leave only through the head.
+order. Entries leave only through the head. A key's identity is ``key_identity(key)`` when
+one is given (the topology runtime gives one per key serializer, so that keys are the same
+exactly when their bytes are), else the key's bytes.
 
 Byte accounting (Kafka's size estimate per entry) is kept incrementally only when
 ``track_bytes`` is set (a ``max_bytes`` limit, or debug metrics); otherwise :attr:`size_bytes`
@@ -21,7 +23,7 @@ of k keys sorted once).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Protocol
 
 from .entry import BufferedEntry, RecordContext, context_size, entry_size
@@ -98,6 +100,9 @@ class TimeOrderedBuffer:
         ``max_bytes``); when false, :attr:`size_bytes` is computed on demand, O(n).
     :param few_times: many keys share each buffer time (final results: window ends), so
         entries are bucketed per time; otherwise one heap orders them.
+    :param key_identity: ``key -> identity``, equal exactly for keys with equal serialized
+        bytes (a key is the same key as another when its bytes are); ``None``: the bytes
+        themselves, one ``key_serializer`` call per put.
 
     >>> buf = TimeOrderedBuffer(str.encode, str.encode, track_bytes=True)
     >>> buf.put(0, "asdf", "23roni", None, RecordContext(0, 0, "topic"))
@@ -114,11 +119,15 @@ class TimeOrderedBuffer:
         value_serializer: Callable[[Any], bytes | None],
         track_bytes: bool = False,
         few_times: bool = False,
+        key_identity: Callable[[Any], Hashable] | None = None,
     ) -> None:
         self._key_ser = key_serializer
+        self.key_identity: Callable[[Any], Hashable] = (
+            key_identity if key_identity is not None
+            else lambda key: serialized_key(key_serializer, key))
         self._value_ser = value_serializer
         self._track_bytes = track_bytes
-        self._index: dict[Any, BufferedEntry] = {}
+        self._index: dict[Hashable, BufferedEntry] = {}
         self._order: EntryOrder = BucketOrder() if few_times else HeapOrder()
         self._push = self._order.push
         self._min_time = self._order.min_time  # bound: the processor checks it per record
@@ -135,7 +144,7 @@ class TimeOrderedBuffer:
 
         Runtime complexity: O(1) for a buffered key, else as :meth:`add`.
         """
-        entry = self._index.get(key)
+        entry = self._index.get(self.key_identity(key))
         if entry is not None:
             if self._track_bytes:  # sized first: a serializer error leaves the entry as it was
                 size = self._size_of(entry.key_bytes, entry.prior, old, new, context)
@@ -162,8 +171,9 @@ class TimeOrderedBuffer:
         if self._track_bytes:
             entry.size = self._size_of(key_bytes, old, old, new, context)
             self._bytes += entry.size
+        index_key = self.key_identity(key)
         self._push(entry)  # bytes against bytes only: the push cannot fail half-way
-        self._index[key] = entry
+        self._index[index_key] = entry
 
     def _size_of(self, key_bytes: bytes, prior: Any, old: Any, new: Any,
                  context: RecordContext) -> int:
@@ -185,7 +195,7 @@ class TimeOrderedBuffer:
         The buffer must not be empty. Runtime complexity: as the order's ``evict_head``.
         """
         entry = self._order.evict_head(callback)
-        del self._index[entry.key]
+        del self._index[self.key_identity(entry.key)]
         self._bytes -= entry.size
 
     _evict_head = evict_head  # internal callers keep this one (a subclass may override)
@@ -249,17 +259,17 @@ class TimeOrderedBuffer:
         ``prior`` is the value downstream last saw for the key (possibly ``None``); a
         suppressed table's lookups (joins) read it for buffered keys.
         """
-        entry = self._index.get(key)
+        entry = self.get(key)
         if entry is None:
             return False, None
         return True, entry.prior
 
     def get(self, key: Any) -> BufferedEntry | None:
-        """The buffered entry of ``key``, or ``None``."""
-        return self._index.get(key)
+        """The buffered entry of ``key`` (or of a key with its identity), or ``None``."""
+        return self._index.get(self.key_identity(key))
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        return self.get(key) is not None
 
     def __len__(self) -> int:
         return len(self._index)
@@ -302,7 +312,7 @@ class TimeOrderedBuffer:
         ordered = list(order)
         assert len(ordered) == len(order) == len(self._index), "index and order disagree"
         for entry in ordered:
-            assert self._index[entry.key] is entry, "index points to a stale entry"
+            assert self.get(entry.key) is entry, "index points to a stale entry"
             assert entry.key_bytes == self._key_ser(entry.key), "stale key bytes"
         if self._track_bytes:
             assert self._bytes == sum(e.size for e in ordered), "byte total drifted"

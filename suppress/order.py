@@ -121,7 +121,7 @@ class HeapOrder:
 
 
 class BucketOrder:
-    """A bucket ``key -> entry`` per buffer time, and a heap of the distinct times.
+    """A bucket ``key bytes -> entry`` per buffer time, and a heap of the distinct times.
 
     The head bucket is sorted by key bytes when first needed, and the sorted run kept
     (reversed, so the head pops from the end) until an entry joins that bucket.
@@ -130,7 +130,7 @@ class BucketOrder:
     __slots__ = ("_buckets", "_times", "_run", "_size")
 
     def __init__(self) -> None:
-        self._buckets: dict[int, dict[object, BufferedEntry]] = {}  # in buffering order
+        self._buckets: dict[int, dict[bytes, BufferedEntry]] = {}  # in buffering order
         self._times: list[int] = []  # heap of the buckets' times
         self._run: list[BufferedEntry] | None = None  # the head bucket sorted, descending
         self._size = 0
@@ -140,10 +140,10 @@ class BucketOrder:
         time = entry.time
         bucket = self._buckets.get(time)
         if bucket is None:
-            self._buckets[time] = {entry.key: entry}
+            self._buckets[time] = {entry.key_bytes: entry}
             heapq.heappush(self._times, time)
         else:
-            bucket[entry.key] = entry
+            bucket[entry.key_bytes] = entry
         if self._run is not None and self._times[0] == time:
             self._run = None  # the head bucket changed
         self._size += 1
@@ -164,7 +164,7 @@ class BucketOrder:
         entry = run.pop()
         self._size -= 1
         bucket = self._buckets[self._times[0]]
-        del bucket[entry.key]
+        del bucket[entry.key_bytes]
         if not bucket:
             del self._buckets[heapq.heappop(self._times)]
             self._run = None
@@ -194,7 +194,7 @@ class BucketOrder:
         assert not self._times or self._times[0] == min(self._times), "heap order broken"
         for time, bucket in self._buckets.items():
             assert bucket, f"empty bucket at {time}"
-            assert all(e.time == time and e.key == k for k, e in bucket.items())
+            assert all(e.time == time and e.key_bytes == k for k, e in bucket.items())
         if self._run is not None:
             head = sorted(self._buckets[self._times[0]].values(), key=_key_bytes_of)
             assert [id(e) for e in self._run] == [id(e) for e in head[::-1]], "stale head run"

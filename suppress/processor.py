@@ -21,7 +21,7 @@ applies to it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from .buffer import TimeOrderedBuffer
@@ -138,6 +138,8 @@ class SuppressProcessor:
     :param buffer_time_of: for :meth:`process_change`: maps a key to its buffer time (final
         results: the window's exclusive end); ``None`` uses the record timestamp.
     :param spill: the disk tier's store and codec, for ``spill_to_disk_when_full()``.
+    :param key_identity: ``key -> identity``, equal exactly for keys with equal bytes (see
+        :class:`~suppress.buffer.TimeOrderedBuffer`); ``None``: the key's bytes.
     :raises InvalidSuppressionError: for ``spill_to_disk_when_full()`` without ``spill``.
     """
 
@@ -152,6 +154,7 @@ class SuppressProcessor:
         debug_metrics: bool = False,
         buffer_time_of: Callable[[Any], int] | None = None,
         spill: SpillBackend | None = None,
+        key_identity: Callable[[Any], Hashable] | None = None,
     ) -> None:
         cfg = suppressed.buffer_config
         self.name = name
@@ -180,11 +183,13 @@ class SuppressProcessor:
             self.buffer = TimeOrderedBuffer(
                 key_serializer, value_serializer, track_bytes=track_bytes,
                 few_times=self._final,  # window ends, each shared by many keys
+                key_identity=key_identity,
             )
             self._bounded = cfg.is_bounded
-            self._index = self.buffer._index  # key -> entry (a live reference)
+            self._index = self.buffer._index  # identity -> entry (a live reference)
             self._fast_update = not track_bytes
             self._add = self.buffer.add
+            self._identity = self.buffer.key_identity
         self.metrics = SuppressMetrics(self.buffer, debug_metrics)
         self._debug = debug_metrics
         self._buffer_time_of = buffer_time_of
@@ -228,6 +233,7 @@ class SuppressProcessor:
             return self.process_change
         assert isinstance(buffer, TimeOrderedBuffer)
         heap, index, add, evict_due = order.items, self._index, self._add, buffer.evict_due
+        identity = self._identity
         is_due, delay, time_of = self.is_due, self.delay_ms, self._buffer_time_of
         metrics, final = self.metrics, self._final
         pop = heapq.heappop
@@ -236,7 +242,7 @@ class SuppressProcessor:
             ts = context[0]
             if ts > self.stream_time:
                 self.stream_time = ts
-            entry = index.get(key)
+            entry = index.get(identity(key))
             if entry is not None:
                 entry.new = new
                 entry.old = old
@@ -252,7 +258,7 @@ class SuppressProcessor:
                     metrics.emit_total += 1
                     self.emit(entry.key, entry.new, entry.old, entry.context)
                 pop(heap)
-                del index[entry.key]  # sizes are not tracked: nothing to subtract
+                del index[identity(entry.key)]  # sizes are not tracked: nothing to subtract
 
         return process_change
 
@@ -266,7 +272,7 @@ class SuppressProcessor:
         if ts > self.stream_time:
             self.stream_time = ts
         if self._fast_update:
-            entry = self._index.get(key)
+            entry = self._index.get(self._identity(key))
             if entry is not None:
                 entry.new = new
                 entry.old = old

@@ -1,7 +1,9 @@
 """Every Python example in docs/ and the README runs (the examples are the user's docs).
 
-A page's ```python blocks run in order in one namespace, from a fresh temporary working
-directory: a block of ``>>>`` lines as a doctest (its outputs compared), any other as code.
+Every ```python block runs on its own, as a user who copies it runs it: in a fresh module
+namespace (its imports included), from a fresh temporary working directory; a block of ``>>>``
+lines as a doctest (its outputs compared), any other as code. ``tests/test_typing_strict.py``
+checks every block under ``mypy --strict``.
 """
 
 from __future__ import annotations
@@ -34,28 +36,30 @@ def test_docs_link_nothing_outside_the_repository() -> None:
         assert not re.search(r"\bissue\b", text, re.I), page.name
 
 
-@pytest.mark.parametrize("page", [  # a page that starts a SparkSession is a spark test
-    pytest.param(p, marks=[pytest.mark.spark] if "local_session(" in p.read_text(encoding="utf-8")
-                 else []) for p in PAGES], ids=lambda p: p.name)
-def test_page_examples_run(page: Path, tmp_path: Path) -> None:
-    blocks = BLOCK.findall(page.read_text(encoding="utf-8"))
+def _blocks() -> list[tuple[Path, int, str]]:
+    return [(page, i, code) for page in PAGES
+            for i, code in enumerate(BLOCK.findall(page.read_text(encoding="utf-8")))]
+
+
+@pytest.mark.parametrize(("page", "index", "code"), [  # a block that starts Spark is a spark test
+    pytest.param(page, i, code, marks=[pytest.mark.spark] if "local_session(" in code else [],
+                 id=f"{page.name}[{i}]") for page, i, code in _blocks()])
+def test_block_runs_on_its_own(page: Path, index: int, code: str, tmp_path: Path) -> None:
     restore_spark = _spark_settings()
-    module = types.ModuleType(f"docs_{page.stem}")  # a real module, as a user's code is in
+    module = types.ModuleType(f"docs_{page.stem}_{index}")  # a real module, as a user's code is in
     namespace: dict[str, object] = module.__dict__
     sys.modules[module.__name__] = module
     cwd = os.getcwd()
     os.chdir(tmp_path)
+    name = f"{page.name}[block {index}]"
     try:
-        for i, code in enumerate(blocks):
-            name = f"{page.name}[block {i}]"
-            if code.lstrip().startswith(">>>"):
-                test = doctest.DocTestParser().get_doctest(code, namespace, name, name, 0)
-                runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-                runner.run(test, clear_globs=False)
-                namespace.update(test.globs)  # the doctest ran on a copy
-                assert runner.failures == 0, f"{name}: {runner.failures} failing example(s)"
-            else:
-                exec(compile(code, name, "exec"), namespace)  # noqa: S102
+        if code.lstrip().startswith(">>>"):
+            test = doctest.DocTestParser().get_doctest(code, namespace, name, name, 0)
+            runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+            runner.run(test, clear_globs=False)
+            assert runner.failures == 0, f"{name}: {runner.failures} failing example(s)"
+        else:
+            exec(compile(code, name, "exec"), namespace)  # noqa: S102
     finally:
         os.chdir(cwd)
         del sys.modules[module.__name__]

@@ -1,6 +1,7 @@
 """User code type-checks under ``mypy --strict`` with the key and value types it should infer.
 
-The snippets are a user's files in a directory of their own (no project config), checked the
+The snippets, and every example of docs/ and the README, are a user's files in a directory
+of their own (no project config), checked the
 way the README's setup checks them: ``topology`` must be found through the installed
 distribution (an editable install included), and the DSL's generic types must carry the
 serdes' types through every step. A mistyped lambda must be an error, so the check cannot
@@ -9,6 +10,7 @@ pass vacuously. One mypy run checks every file (its cache in the test's tmp dire
 
 from __future__ import annotations
 
+import doctest
 import re
 import textwrap
 from pathlib import Path
@@ -108,16 +110,23 @@ MISTYPED = textwrap.dedent('''
 ''')
 
 
-def _readme_code() -> str:
-    """The README's Python blocks, in order (they share one namespace, as in test_docs)."""
-    blocks = BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert blocks, "README.md has no python block"
-    return "\n".join(blocks)
+def _docs_files() -> dict[str, str]:
+    """Every python block of docs/ and the README, each a file of its own (as test_docs runs
+    them); a doctest block as the script of its examples."""
+    files = {}
+    for page in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]:
+        blocks = BLOCK.findall(page.read_text(encoding="utf-8"))
+        for i, code in enumerate(blocks):
+            if code.lstrip().startswith(">>>"):
+                code = doctest.script_from_examples(code)
+            files[f"docs_{page.stem.replace('-', '_')}_{i}.py"] = code
+    assert any(name.startswith("docs_README") for name in files), "README.md has no block"
+    return files
 
 
 def test_user_files_type_check_strictly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                         ) -> None:
-    files = {"inferred.py": INFERRED, "readme.py": _readme_code(), "mistyped.py": MISTYPED}
+    files = {"inferred.py": INFERRED, "mistyped.py": MISTYPED, **_docs_files()}
     for name, code in files.items():
         (tmp_path / name).write_text(code, encoding="utf-8")
     monkeypatch.chdir(tmp_path)  # a user's directory: no project config, topology installed

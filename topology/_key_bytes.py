@@ -36,7 +36,8 @@ one type) order exactly as Python orders them; elements of different types order
 tuple comes before any longer tuple it begins. Named tuples are tuples here.
 Ints and floats inside tuples use the numeric layouts above, not the bare-key ones (those are
 Kafka's, and Kafka has no tuples). Keys that Python finds equal across types (``1``, ``1.0``,
-``True``) have different bytes: give such keys one type.
+``True``) have different bytes, so they are different keys, and ``"a"`` and ``b"a"`` are one
+key (:mod:`topology._key_identity`): give such keys one type.
 
 **Values without a serde** (:func:`fallback_value_bytes`) are only measured, for a suppression
 with a ``max_bytes`` limit: the types above have the same bytes as keys, ``dict`` and ``list``

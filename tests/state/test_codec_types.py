@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
@@ -235,6 +235,9 @@ HASHABLE = st.one_of(st.integers(), st.text(max_size=5), st.binary(max_size=5),
 @given(st.lists(HASHABLE, max_size=12), st.randoms(use_true_random=False))
 def test_equal_sets_encode_equal_whatever_their_insertion_order(items: list[Any],
                                                                  rnd: Any) -> None:
+    # items equal to another of another type (1 == Level.LOW) make the set keep whichever
+    # came first: that set has other members, so its bytes differ rightly
+    assume(all(type(a) is type(b) for a in items for b in items if a == b))
     shuffled = list(items)
     rnd.shuffle(shuffled)
     assert encode(set(items)) == encode(set(shuffled)) == encode(set(reversed(items)))

@@ -370,7 +370,7 @@ def test_a_failure_downstream_during_emission_keeps_the_entry_buffered() -> None
     assert fused[3].startswith("KSTREAM-PEEK")
 
 
-def test_keys_with_equal_bytes_keep_their_buffering_order() -> None:
+def test_keys_with_equal_bytes_are_one_key() -> None:
     def script(d):
         inp, out = d.create_input_topic("in"), d.create_output_topic("out")
         for key, ts in [("a", 1), (b"a", 2), ("z", 30)]:
@@ -378,7 +378,10 @@ def test_keys_with_equal_bytes_keep_their_buffering_order() -> None:
         return [(r.key.key, r.value) for r in out.read_records_to_list()]
 
     fused, separate = _both_ways(script)
-    assert fused == separate == [("a", 1), (b"a", 1)]
+    # "a" and b"a" have the same bytes: one key, counted twice, as on disk and in Kafka
+    assert fused == separate
+    ((key, count),) = fused
+    assert key in ("a", b"a") and count == 2
 
 
 def test_emitted_records_carry_the_offset_and_topic_of_their_latest_update() -> None:

@@ -262,7 +262,8 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         bucket_of = self._bucket_of
         if bucket_of is not None:  # the in-memory store: one dict per window start
             bucket = bucket_of(start)
-            item = None if bucket is None else bucket.get(key)
+            identity = key if key.__class__ is store.own_identity else store.key_identity(key)
+            item = None if bucket is None else bucket.get(identity)
         else:
             bucket = None
             item = store.get_with_timestamp(key, start)
@@ -283,7 +284,9 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         if new is None or bucket is None:
             store.put_with_timestamp(key, new, start, out_ts)
         else:
-            bucket[key] = (new, out_ts)
+            if identity is not key:
+                store.note_key(start, identity, key)
+            bucket[identity] = (new, out_ts)
         return old, new, out_ts
 
     def _window_of(self, start: int, end: int) -> Window:

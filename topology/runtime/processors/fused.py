@@ -128,7 +128,9 @@ class FusedFinalResults:
         self._aggregator = aggregate._aggregator
         self._node = suppress
         self._engine = suppress.engine  # its stream time is the suppression's
-        self._buffer: dict[int, dict[Any, tuple[Any, ...]]] = {}  # start -> key -> entry
+        self._buffer: dict[int, dict[Any, tuple[Any, ...]]] = {}  # start -> identity -> entry
+        self._originals: dict[int, dict[Any, Any]] = {}  # start -> identity -> key, for the
+        # keys that are not their own identity (the buffer outlives the store's window)
         self._starts: list[int] = []  # heap of the buffer's window starts
         self._next_close = LONG_MAX  # window_close_time of the oldest buffered window
         self._count = 0
@@ -216,6 +218,8 @@ class FusedFinalResults:
         # count(): its aggregator adds 1, its initializer gives 0 (same results, no calls)
         counting = aggregator is count_adder and initializer is count_initializer
         last_start, last_version, last_close = -1, -1, -1
+        own = store.own_identity  # keys of this type are their own identity; others go
+        # the general way (:meth:`_update`), which finds them by identity
         last_bucket: dict[Any, Any] = {}
         last_entries: dict[Any, tuple[Any, ...]] = {}
         last_key_bytes = self._window_key_bytes(-1)
@@ -235,7 +239,7 @@ class FusedFinalResults:
             if ts > now:
                 agg.stream_time = now = ts
             start = ts - ts % size
-            if start == last_start and now < last_close \
+            if start == last_start and now < last_close and key.__class__ is own \
                     and store.layout_version == last_version:  # the window is still open
                 item = last_bucket.get(key)
                 if item is not None and len(item) > 2:  # this step's entry: an update
@@ -371,15 +375,23 @@ class FusedFinalResults:
             heapq.heappush(self._starts, start)
             self._next_close = window_close_time(time_window_end(self._starts[0], size),
                                                  self._grace)
-        entry = entries.get(key)
+        store = self._store
+        identity = key if key.__class__ is store.own_identity else store.key_identity(key)
+        entry = entries.get(identity)
+        if entry is None and identity is not key:  # the key that creates the entry stays
+            originals = self._originals.get(start)
+            if originals is None:
+                originals = self._originals[start] = {}
+            originals[identity] = key
         stored, topic = (ctx, None) if raw is None else raw
         if self._track_bytes:
-            entries[key] = self._tracked(entry, key, start, new, out_ts, old, stored, topic)
+            entries[identity] = self._tracked(entry, key, start, new, out_ts, old, stored, topic)
         elif entry is None:
             key_bytes = self._window_key_bytes(start)(key)
-            entries[key] = (new, out_ts, old, stored, old, topic, key_bytes)
+            entries[identity] = (new, out_ts, old, stored, old, topic, key_bytes)
         else:
-            entries[key] = (new, out_ts, old, stored, entry[_PRIOR], topic, entry[_KEY_BYTES])
+            entries[identity] = (new, out_ts, old, stored, entry[_PRIOR], topic,
+                                 entry[_KEY_BYTES])
         if entry is None:
             self._count += 1
         self._after_put(size)
@@ -407,6 +419,11 @@ class FusedFinalResults:
                 self._windows_cache.clear()
             window = self._windows_cache[start] = Window(start, start + self._size)
         return window
+
+    def _key_of(self, start: int, identity: Any) -> Any:
+        """The key buffered with ``identity`` in window ``start``."""
+        originals = self._originals.get(start)
+        return identity if originals is None else originals.get(identity, identity)
 
     def _window_key_bytes(self, start: int) -> Callable[[Any], bytes]:
         """``key`` -> the suppression's bytes of ``Windowed(key, window at start)``."""
@@ -472,20 +489,22 @@ class FusedFinalResults:
             key_bytes = [entry[_KEY_BYTES] for entry in entries.values()]
             # by key bytes; equal bytes keep their buffering order (a stable sort)
             for i in sorted(range(len(items)), key=key_bytes.__getitem__):
-                key, entry = items[i]
+                identity, entry = items[i]
                 new = entry[_VALUE]
                 if new is not None:  # a window that ended deleted has no final result
                     metrics.emit_total += 1
                     topic = entry[_TOPIC]
+                    key = self._key_of(start, identity)
                     forward(_new_tuple(Windowed, (key, window)), new, entry[_OLD],
                             _emitted_context(entry) if topic is None else
                             _new_tuple(RecordContext, (entry[_TS], entry[_CTX], topic, 0, ())))
-                del entries[key]
+                del entries[identity]
                 self._count -= 1
                 if self._track_bytes:
                     self._bytes -= entry[_SIZE]
             heapq.heappop(starts)
             del self._buffer[start]
+            self._originals.pop(start, None)
             self._next_close = (window_close_time(time_window_end(starts[0], size), grace) if starts
                                 else LONG_MAX)
 
@@ -523,6 +542,7 @@ class FusedFinalResults:
         out = []
         for start in sorted(self._buffer):
             window = self._window(start)
-            for key, entry in sorted(self._buffer[start].items(), key=_by_key_bytes):
+            for identity, entry in sorted(self._buffer[start].items(), key=_by_key_bytes):
+                key = self._key_of(start, identity)
                 out.append((Windowed(key, window), entry[_VALUE], entry[_TS]))
         return out

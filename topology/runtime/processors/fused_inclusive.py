@@ -51,6 +51,7 @@ from suppress.errors import BufferFullError
 from suppress.processor import SuppressMetrics
 from suppress.time import is_window_closed, last_closed_end, window_close_time
 
+from ..._key_identity import inner_key_identity
 from ...serde import pack_session_bounds, runs_no_user_code, session_windowed_inner
 from ...state.memory import InMemorySessionStore
 from ...windows import Window, Windowed
@@ -106,6 +107,10 @@ class FusedInclusiveFinalResults:
         self._debug = debug_metrics
         self._track = cfg.bytes_limit is not None or debug_metrics
         self._index: dict[tuple[Any, int, int], tuple[Any, ...]] = {}
+        """``(key identity, start, end)`` -> entry (:mod:`topology._key_identity`)."""
+        self._originals: dict[tuple[Any, int, int], Any] = {}
+        """Index key -> the key that created the entry, for keys not their own identity."""
+        self._inner_identity, self._own = inner_key_identity(suppress.key_serializer)
         self._heap: list[tuple[int, bytes, int, tuple[Any, int, int]]] = []
         self._seq = 0  # buffering order: the tie-break between equal key bytes
         self._next_close = LONG_MAX  # window_close_time of the heap's head
@@ -181,6 +186,7 @@ class FusedInclusiveFinalResults:
         latest_end, near, write = store._latest_end, store._near, store._write_bytes
         merger = agg._merger
         change, buffer = self.change, self._buffer
+        own, index_key_of = self._own, self._index_key
         new_tuple = _new_tuple
         plain = not self._track  # entries unsized and no DEBUG samples: updates run inline
         emit, enforce = self._emit_closed, self._enforce
@@ -206,13 +212,15 @@ class FusedInclusiveFinalResults:
                 return
             if end > engine.stream_time:
                 engine.stream_time = end
-            index_key = (key, start, end)
+            index_key = (key, start, end) if key.__class__ is own else index_key_of(key, start,
+                                                                                    end)
             entry = index.get(index_key)
             if entry is not None:
                 index[index_key] = (new, None, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
             else:
                 key_bytes = kb + pack_session_bounds(start, end)
-                buffer(index_key, end + 1, key_bytes, (new, None, parts, None, key_bytes, 0))
+                buffer(index_key, end + 1, key_bytes, (new, None, parts, None, key_bytes, 0),
+                       key)
             after_put()
 
         def tombstone(key: Any, start: int, end: int, old: Any,
@@ -221,7 +229,8 @@ class FusedInclusiveFinalResults:
 
             An entry buffered for the session (an open one has one) is replaced here.
             """
-            index_key = (key, start, end)
+            index_key = (key, start, end) if key.__class__ is own else index_key_of(key, start,
+                                                                                    end)
             entry = index.get(index_key) if plain else None
             if entry is None:
                 change(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), None, old,
@@ -305,6 +314,7 @@ class FusedInclusiveFinalResults:
         engine, index = self._engine, self._index
         key_bytes = self._node.windowed_key_bytes
         change, enforce, buffer = self.change, self._enforce, self._buffer
+        own, index_key_of = self._own, self._index_key
         new_tuple = _new_tuple
 
         def write(key: Any, start: int, new: Any, old: Any, timestamp: int,
@@ -317,22 +327,43 @@ class FusedInclusiveFinalResults:
                 return
             if timestamp > engine.stream_time:
                 engine.stream_time = timestamp
-            index_key = (key, start, end)
+            index_key = (key, start, end) if key.__class__ is own else index_key_of(key, start,
+                                                                                    end)
             entry = index.get(index_key)
             parts = ctx[:] if ctx[0] == timestamp else (timestamp, *ctx[1:])
             if entry is not None:
                 index[index_key] = (new, old, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
             else:
                 kb = key_bytes(key, start, end)
-                buffer(index_key, end + 1, kb, (new, old, parts, old, kb, 0))
+                buffer(index_key, end + 1, kb, (new, old, parts, old, kb, 0), key)
             if self._bounded or engine.stream_time >= self._next_close:
                 enforce()
 
         return write
 
+    def _index_key(self, key: Any, start: int, end: int) -> tuple[Any, int, int]:
+        """``(identity, start, end)`` of window ``[start, end]`` of ``key``.
+
+        Without an identity of inner keys (a user's windowed serde), the identity is the
+        windowed key's bytes.
+        """
+        if key.__class__ is self._own:
+            return key, start, end
+        inner = self._inner_identity
+        if inner is None:
+            return self._node.windowed_key_bytes(key, start, end), start, end
+        return inner(key), start, end
+
+    def _key_of(self, index_key: tuple[Any, int, int]) -> Any:
+        """The key of the entry at ``index_key``."""
+        originals = self._originals
+        return index_key[0] if not originals else originals.get(index_key, index_key[0])
+
     def _buffer(self, index_key: tuple[Any, int, int], time: int, key_bytes: bytes,
-                entry: tuple[Any, ...]) -> None:
-        """Buffer a new entry: its heap item at buffer ``time`` (ms), in buffering order."""
+                entry: tuple[Any, ...], key: Any) -> None:
+        """Buffer ``key``'s new entry: its heap item at buffer ``time`` (ms), in buffering order."""
+        if index_key[0] is not key:
+            self._originals[index_key] = key
         self._seq += 1
         heap = self._heap
         heapq.heappush(heap, (time, key_bytes, self._seq, index_key))
@@ -347,7 +378,7 @@ class FusedInclusiveFinalResults:
         if ts > engine.stream_time:
             engine.stream_time = ts
         inner, (start, end) = key
-        index_key = (inner, start, end)
+        index_key = self._index_key(inner, start, end)
         entry = self._index.get(index_key)
         if entry is not None:
             size = 0
@@ -359,7 +390,7 @@ class FusedInclusiveFinalResults:
             key_bytes = self._node.key_bytes(key)
             size = self._size_of(key_bytes, old, old, new, ctx) if self._track else 0
             self._buffer(index_key, self._buffer_time(key), key_bytes,
-                         (new, old, ctx[:], old, key_bytes, size))
+                         (new, old, ctx[:], old, key_bytes, size), inner)
             self._bytes += size
         if self._debug:
             self.metrics.sample()
@@ -393,11 +424,14 @@ class FusedInclusiveFinalResults:
             new = entry[_NEW]
             if new is not None:  # a window that ended deleted has no final result
                 metrics.emit_total += 1
-                key, start, end = index_key
+                _, start, end = index_key
+                key = self._key_of(index_key)
                 forward(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), new,
                         entry[_OLD], new_tuple(RecordContext, entry[_CTX]))
             pop(heap)
             del index[index_key]
+            if self._originals:
+                self._originals.pop(index_key, None)
             self._bytes -= entry[_SIZE]
         self._next_close = window_close_time(heap[0][0], delay) if heap else LONG_MAX
 
@@ -434,7 +468,8 @@ class FusedInclusiveFinalResults:
     def buffered(self) -> list[tuple[Any, Any, int]]:
         """``(key, value, timestamp)`` of every buffered entry, in eviction order."""
         index = self._index
-        return [(_windowed(index_key), index[index_key][_NEW], index[index_key][_CTX][0])
+        return [(_windowed(self._key_of(index_key), index_key), index[index_key][_NEW],
+                 index[index_key][_CTX][0])
                 for index_key in (item[3] for item in sorted(self._heap))]
 
     def _check(self) -> None:
@@ -448,7 +483,8 @@ class FusedInclusiveFinalResults:
         for time, key_bytes, _, index_key in heap:
             entry = index[index_key]
             assert entry[_KEY_BYTES] == key_bytes, f"{index_key}: key bytes"
-            assert self._buffer_time(_windowed(index_key)) == time, f"{index_key}: buffer time"
+            assert self._buffer_time(_windowed(self._key_of(index_key), index_key)) == time, \
+                f"{index_key}: buffer time"
             assert type(entry[_CTX]) is tuple, f"{index_key}: a context's fields, plainly"
         for i in range(1, len(heap)):
             assert heap[(i - 1) // 2] < heap[i], "heap order broken"
@@ -458,7 +494,7 @@ class FusedInclusiveFinalResults:
             assert self._bytes == sum(entry[_SIZE] for entry in index.values()), "byte total"
 
 
-def _windowed(index_key: tuple[Any, int, int]) -> Windowed:
-    """The windowed key of an entry indexed as ``(key, start, end)``."""
-    key, start, end = index_key
+def _windowed(key: Any, index_key: tuple[Any, int, int]) -> Windowed:
+    """The windowed key of ``key``'s entry indexed as ``(identity, start, end)``."""
+    _, start, end = index_key
     return Windowed(key, Window(start, end))

@@ -77,6 +77,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         self._send_old = send_old
         self.stream_time = NO_TIMESTAMP
         self._starts: dict[Any, list[int]] = {}
+        """Key identity (``store.key_identity``) -> the starts of its windows, sorted."""
         self._swept = NO_TIMESTAMP
         self._swept_below = -(2**63)
         """Starts below this were forgotten by the last sweep (the store may still hold them)."""
@@ -89,6 +90,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         """Bind the store; index the windows it already holds (persistent state)."""
         self._task = task
         self._store = task.stores[self._store_name]
+        self._identity = self._store.key_identity
         self._old = self._send_old()
         self.init_late(task, True)
         if getattr(self._store, "persistent", False):
@@ -103,7 +105,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         starts = self._starts
         starts.clear()
         for windowed, _ in self._store.all():
-            starts.setdefault(windowed.key, []).append(windowed.window.start)
+            starts.setdefault(self._identity(windowed.key), []).append(windowed.window.start)
         for key_starts in starts.values():
             key_starts.sort()
 
@@ -142,7 +144,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         ``backward``: descending. Lazy: a window is read from the store when reached. A start
         whose window the store no longer holds (expired) is forgotten.
         """
-        starts = self._starts.get(key)
+        starts = self._starts.get(self._identity(key))
         if not starts:
             return
         i, j = bisect_left(starts, lo), bisect_right(starts, hi)
@@ -258,7 +260,8 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
 
     def _put(self, key: Any, start: int, value: Any, ts: int) -> None:
         self._store.put_with_timestamp(key, value, start, ts)
-        starts = self._starts.get(key)
+        identity = self._identity(key)
+        starts = self._starts.get(identity)
         if value is None:
             if starts is not None:
                 i = bisect_left(starts, start)
@@ -266,7 +269,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
                     del starts[i]
             return
         if starts is None:
-            self._starts[key] = [start]
+            self._starts[identity] = [start]
         else:
             i = bisect_left(starts, start)
             if i == len(starts) or starts[i] != start:
@@ -286,7 +289,8 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
             assert starts and starts == sorted(set(starts)), f"{key!r}: starts {starts}"
         for windowed, _ in self._store.all():
             if windowed.window.start >= self._swept_below:
-                assert windowed.window.start in self._starts.get(windowed.key, ()), \
+                assert windowed.window.start in self._starts.get(
+                    self._identity(windowed.key), ()), \
                     f"{windowed} is stored but not indexed"
 
     def _sweep(self) -> None:

@@ -9,7 +9,7 @@ reads back the objects it wrote and runs no code of the data's choosing.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from suppress.buffer import serialized_key
@@ -19,6 +19,7 @@ from suppress.processor import SuppressProcessor
 from suppress.spill import OrderedByteStore, SpillBackend, SpillingBuffer
 from suppress.time import NO_TIMESTAMP
 
+from ..._key_identity import key_identity
 from ...serde import time_windowed_parts
 from ...state.codec import StateCodecError, decode, encode
 from ...windows import Window, Windowed
@@ -62,6 +63,8 @@ class SuppressNodeProcessor(InternalProcessor):
         self.suppressed = suppressed
         self.delay_ms = delay_ms
         self.key_serializer = key_serializer
+        self.key_identity = key_identity(key_serializer)
+        """The identity of this suppression's keys (:mod:`topology._key_identity`)."""
         self.value_serializer = value_serializer
         self._buffer_time = buffer_time
         self.store_name = store_name
@@ -83,12 +86,14 @@ class SuppressNodeProcessor(InternalProcessor):
         self.engine = SuppressProcessor(
             self.name, self.suppressed, self.delay_ms, self._emit,
             self.key_serializer, self.value_serializer,  # type: ignore[arg-type]
-            debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time, spill=spill)
+            debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time, spill=spill,
+            key_identity=self.key_identity)
         task.register_suppression(self.name, self.engine, self.engine.metrics,
                                   self.store_name)
         self._durable = task.durable
-        self._dirty: set[Any] = set()
-        """With a state directory: keys whose buffered entry changed since the last commit."""
+        self._dirty: dict[Hashable, Any] = {}
+        """With a state directory: identity -> key of the keys whose buffered entry changed
+        since the last commit."""
         if self._idle is not None:
             self._upstream = (None if self._upstream_name is None
                               else task.processors[self._upstream_name])
@@ -166,12 +171,12 @@ class SuppressNodeProcessor(InternalProcessor):
         """Buffer the change; the engine emits what is due."""
         self._seen += 1
         if self._durable and not self._spills:
-            self._dirty.add(key)
+            self._dirty[self.key_identity(key)] = key
         self.engine.process_change(key, new, old, ctx)
 
     def _emit_durable(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         if not self._spills:
-            self._dirty.add(key)
+            self._dirty[self.key_identity(key)] = key
         self.forward_change(key, new, old, ctx)
 
     def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
@@ -197,7 +202,7 @@ class SuppressNodeProcessor(InternalProcessor):
         if self._dirty:
             image = keyspace(self.name)
             buffer = self.engine.buffer
-            for key in self._dirty:
+            for key in self._dirty.values():
                 key_bytes = serialized_key(self.key_serializer, key)
                 entry = buffer.get(key)
                 if entry is None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from operator import itemgetter
 from typing import Any
 
 from sortedcontainers import SortedKeyList
 
+from ..._key_identity import key_identity, own_identity_type
 from ...errors import StoreClosedError
 
 __all__ = ("InMemoryKeyValueStore",)
@@ -44,9 +45,14 @@ class InMemoryKeyValueStore:
     def __init__(self, name: str, key_serializer: Callable[[Any], bytes | None]) -> None:
         self.name = name
         self._key_bytes = key_serializer
-        self._data: dict[Any, tuple[Any, int]] = {}
+        self._identity = key_identity(key_serializer)
+        self._own = own_identity_type(key_serializer)
+        self._data: dict[Hashable, tuple[Any, int]] = {}
+        """identity -> item: keys are found by their identity (:mod:`topology._key_identity`)."""
+        self._keys: dict[Hashable, Any] = {}
+        """identity -> key, for the keys that are not their own identity."""
         self._order: SortedKeyList | None = None
-        """``(key bytes, key)`` pairs sorted by key bytes (ties in insertion order, as a stable
+        """``(key bytes, identity)`` pairs sorted by key bytes (ties in insertion order, as a stable
         sort of the dict would give), for range queries; ``None`` until the first one (a store
         that is never range-queried never serializes its keys), then kept up to date by every
         write that adds or removes a key."""
@@ -63,9 +69,22 @@ class InMemoryKeyValueStore:
 
     # -- hot path (used by the runtime with timestamps) ------------------------------------------
 
+    def _identity_of(self, key: Any) -> Hashable:
+        """``key``'s identity; a key that is not its own is remembered (for iteration)."""
+        if key.__class__ is self._own:
+            return key
+        identity = self._identity(key)
+        if identity is not key:
+            self._keys[identity] = key
+        return identity
+
+    def _key_of(self, identity: Hashable) -> Any:
+        keys = self._keys
+        return identity if not keys else keys.get(identity, identity)
+
     def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
         """``(value, timestamp)`` of ``key``, or ``None``."""
-        return self._data.get(key)
+        return self._data.get(key if key.__class__ is self._own else self._identity(key))
 
     def put_with_timestamp(self, key: Any, value: Any, timestamp: int) -> None:
         """Store ``value`` at ``timestamp`` (ms); ``None`` deletes."""
@@ -73,9 +92,10 @@ class InMemoryKeyValueStore:
             self.delete(key)
             return
         data = self._data
-        if key not in data and self._order is not None:
-            self._order.add((self._key_bytes(key) or b"", key))
-        data[key] = (value, timestamp)
+        identity = self._identity_of(key)
+        if identity not in data and self._order is not None:
+            self._order.add((self._key_bytes(key) or b"", identity))
+        data[identity] = (value, timestamp)
 
     def upsert(self, key: Any, value: Any, timestamp: int) -> tuple[Any, int] | None:
         """Store ``value`` at ``timestamp`` (``None`` deletes); return the previous item.
@@ -84,17 +104,28 @@ class InMemoryKeyValueStore:
         table-source hot path.
         """
         data = self._data
-        item = data.get(key)
         if value is None:
+            item = self.get_with_timestamp(key)
             self._deleted = True
             if item is not None:
-                del data[key]
-                if self._order is not None:
-                    self._order.remove((self._key_bytes(key) or b"", key))
-        else:
-            if item is None and self._order is not None:
-                self._order.add((self._key_bytes(key) or b"", key))
-            data[key] = (value, timestamp)
+                self._remove(key)
+            return item
+        identity = self._identity_of(key)
+        item = data.get(identity)
+        if item is None and self._order is not None:
+            self._order.add((self._key_bytes(key) or b"", identity))
+        data[identity] = (value, timestamp)
+        return item
+
+    def _remove(self, key: Any) -> tuple[Any, int] | None:
+        """Remove ``key`` (by identity); its item, or ``None`` if absent."""
+        identity = key if key.__class__ is self._own else self._identity(key)
+        item = self._data.pop(identity, None)
+        if item is None:
+            return None
+        if self._order is not None:
+            self._order.remove((self._key_bytes(self._key_of(identity)) or b"", identity))
+        self._keys.pop(identity, None)
         return item
 
     # -- public key-value API ----------------------------------------------------------------
@@ -103,6 +134,7 @@ class InMemoryKeyValueStore:
         """Close the store (idempotent): its data is dropped, and operations raise."""
         self.is_open = False
         self._data.clear()
+        self._keys.clear()
         self._order = None
 
     def _check_open(self) -> None:
@@ -112,7 +144,7 @@ class InMemoryKeyValueStore:
     def get(self, key: Any) -> Any:
         """The value of ``key``, or ``None``."""
         self._check_open()
-        item = self._data.get(key)
+        item = self.get_with_timestamp(key)
         return None if item is None else item[0]
 
     def put(self, key: Any, value: Any) -> None:
@@ -132,20 +164,16 @@ class InMemoryKeyValueStore:
         """Remove ``key``; return its old value (or ``None``)."""
         self._check_open()
         self._deleted = True
-        item = self._data.pop(key, None)
-        if item is None:
-            return None
-        if self._order is not None:
-            self._order.remove((self._key_bytes(key) or b"", key))
-        return item[0]
+        item = self._remove(key)
+        return None if item is None else item[0]
 
     def _sorted(self) -> SortedKeyList:
         """The key order, built on the first call (a stable sort of the dict's keys)."""
         order = self._order
         if order is None:
             ser = self._key_bytes
-            order = self._order = SortedKeyList(((ser(k) or b"", k) for k in self._data),
-                                                key=_first)
+            order = self._order = SortedKeyList(
+                ((ser(self._key_of(i)) or b"", i) for i in self._data), key=_first)
         return order
 
     def _select(self, from_key: Any, to_key: Any) -> list[tuple[Any, Any]]:
@@ -157,8 +185,8 @@ class InMemoryKeyValueStore:
         last = len(order) if hi is None else order.bisect_key_right(hi)
         if first >= last:
             return []
-        data = self._data
-        return [(k, data[k][0]) for _, k in order.islice(first, last)]
+        data, key_of = self._data, self._key_of
+        return [(key_of(i), data[i][0]) for _, i in order.islice(first, last)]
 
     def range(self, from_key: Any = None, to_key: Any = None) -> Iterator[tuple[Any, Any]]:
         """``(key, value)`` pairs with ``from_key <= key <= to_key`` in key-bytes order.
@@ -187,10 +215,10 @@ class InMemoryKeyValueStore:
         order = self._sorted()
         data = self._data
         out = []
-        for kb, key in order.islice(order.bisect_key_left(start)):
+        for kb, identity in order.islice(order.bisect_key_left(start)):
             if not kb.startswith(start):
                 break
-            out.append((key, data[key][0]))
+            out.append((self._key_of(identity), data[identity][0]))
         return out
 
     def prefix_scan(self, prefix: Any,
@@ -231,16 +259,19 @@ class InMemoryKeyValueStore:
         The key order, once built, holds each key of the dict once, with its key bytes,
         sorted by them.
         """
+        for identity, key in self._keys.items():
+            assert identity in self._data and self._identity(key) == identity, "stale key"
         order = self._order
         if order is None:
             return
         assert len(order) == len(self._data), "key order and dict differ in size"
         ser = self._key_bytes
         previous = None
-        for kb, key in order:
-            assert key in self._data, f"{key!r} ordered but not stored"
+        for kb, identity in order:
+            key = self._key_of(identity)
+            assert identity in self._data, f"{key!r} ordered but not stored"
             assert (ser(key) or b"") == kb, f"{key!r}: stale key bytes {kb!r}"
             assert previous is None or previous <= kb, f"{key!r} out of order"
             previous = kb
-        assert {k for _, k in order} == self._data.keys(), "key order and dict differ"
+        assert {i for _, i in order} == self._data.keys(), "key order and dict differ"
 

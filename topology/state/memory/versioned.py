@@ -4,13 +4,16 @@ Data shapes (why: ``get(key, as_of)`` is one dict lookup and one ``bisect`` in C
 is a list append, or an insertion for an out-of-order one, and allocates nothing the garbage
 collector has to track beyond the value itself):
 
-- ``_data``: ``key -> (timestamps, values)``, two parallel lists in ascending timestamp
+- ``_data``: ``key identity -> (timestamps, values)`` (keys with equal bytes are one key,
+  :mod:`topology._key_identity`), two parallel lists in ascending timestamp
   order; a delete or purge marker is stored as the value ``_DELETED`` or ``_PURGED``. The
   record a read returns is built then (``valid_to`` is the next timestamp), through the
   slots of :class:`VersionedRecord`, which costs half of its frozen ``__init__``.
-- ``_order``: ``SortedDict`` of key bytes -> key, for key-ordered scans; ``_key_bytes_of``
-  remembers each key's bytes (a key is serialized once, when it first arrives).
-- Physical expiry, off the read path: ``_due`` maps a segment id to the keys that have
+- ``_order``: ``SortedDict`` of key bytes -> key (the one that created it), for key-ordered
+  scans; ``_key_bytes_of`` remembers each identity's bytes (a ``str`` key of the string
+  serde, or an ``int`` of the long one, is serialized once, when it first arrives; a key of
+  another serde is found by its bytes, serialized at each access, as Kafka does).
+- Physical expiry, off the read path: ``_due`` maps a segment id to the identities that have
   something to drop once history retention passes that segment (the segment of a key's second
   timestamp, where its oldest version stops being current; or of a lone marker's
   timestamp); ``_heap`` holds those segment ids. When the observed stream time moves the
@@ -23,12 +26,13 @@ from __future__ import annotations
 
 import datetime as _dt
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
 from typing import Any
 
 from sortedcontainers import SortedDict
 
+from ..._key_identity import key_identity, own_identity_type
 from ..api import Operation, VersionedRecord, VersionEntry
 from ..versioned import Item, VersionedStoreBase, segment_id
 
@@ -95,17 +99,27 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
                  max_versions: int | None = None) -> None:
         super().__init__(name, key_serializer, history_retention_ms, segment_interval_ms,
                          max_versions=max_versions)
-        self._data: dict[Any, tuple[list[int], list[Any]]] = {}
+        self._identity = key_identity(key_serializer)
+        self._own = own_identity_type(key_serializer)
+        self._data: dict[Hashable, tuple[list[int], list[Any]]] = {}
         self._order: SortedDict = SortedDict()
-        self._key_bytes_of: dict[Any, bytes] = {}
-        self._due: dict[int, set[Any]] = {}
+        self._key_bytes_of: dict[Hashable, bytes] = {}
+        self._due: dict[int, set[Hashable]] = {}
+        self._foreign = 0  # stored keys that are not their own identity
         self._heap: list[int] = []
         self._next_expiry: float = _NEVER
 
     # -- reads -----------------------------------------------------------------------------------
 
+    def _id(self, key: Any) -> Hashable:
+        """``key``'s identity; an unhashable key is refused as such, before its serializer."""
+        if key.__class__ is self._own:
+            return key
+        hash(key)
+        return self._identity(key)
+
     def _latest(self, key: Any) -> Item | None:
-        entry = self._data.get(key)
+        entry = self._data.get(self._id(key))
         if entry is None:
             return None
         value = entry[1][-1]
@@ -118,7 +132,7 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
         return record
 
     def _floor(self, key: Any, time: int) -> Item | None:
-        entry = self._data.get(key)
+        entry = self._data.get(self._id(key))
         if entry is None:
             return None
         timestamps = entry[0]
@@ -136,7 +150,7 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
         return record
 
     def _versions(self, key: Any, lo: int, hi: int) -> list[Item]:
-        entry = self._data.get(key)
+        entry = self._data.get(self._id(key))
         if entry is None:
             return []
         timestamps, values = entry
@@ -149,12 +163,12 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
         data = self._data
         out = []
         for key in map(order.__getitem__, order.irange(lo, hi)):
-            timestamps, values = data[key]
+            timestamps, values = data[self._id(key)]
             out.append((key, _item(key, values[-1], timestamps[-1], None)))
         return out
 
     def _key_bytes(self, key: Any) -> bytes:
-        known = self._key_bytes_of.get(key)
+        known = self._key_bytes_of.get(self._id(key))
         return super()._key_bytes(key) if known is None else known
 
     # -- writes ----------------------------------------------------------------------------------
@@ -162,12 +176,15 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
     def _write(self, key: Any, timestamp: int, value: Any, operation: Operation) -> int | None:
         if operation is not _PUT:
             value = _MARKERS[operation]
-        entry = self._data.get(key)
+        identity = self._id(key)
+        entry = self._data.get(identity)
+        if entry is not None and (self._foreign or identity is not key):
+            self._refuse_other_key(identity, key)
         if entry is None:
-            self._add_key(key)
-            self._data[key] = ([timestamp], [value])
+            self._add_key(key, identity)
+            self._data[identity] = ([timestamp], [value])
             if operation is not _PUT:
-                self._schedule(key, timestamp)
+                self._schedule(identity, timestamp)
             return None
         timestamps, values = entry
         last = timestamps[-1]
@@ -175,12 +192,12 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
             timestamps.append(timestamp)
             values.append(value)
             if len(timestamps) == 2:
-                self._schedule(key, timestamp)
+                self._schedule(identity, timestamp)
             return None
         if timestamp == last:
             values[-1] = value
             if len(timestamps) == 1 and operation is not _PUT:
-                self._schedule(key, timestamp)
+                self._schedule(identity, timestamp)
             return None
         i = bisect_left(timestamps, timestamp)
         if timestamps[i] == timestamp:
@@ -189,17 +206,20 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
         timestamps.insert(i, timestamp)
         values.insert(i, value)
         if i <= 1:
-            self._schedule(key, timestamps[1])
+            self._schedule(identity, timestamps[1])
         return timestamps[i + 1]
 
     def _purge(self, key: Any, timestamp: int) -> None:
-        if key not in self._data:
-            self._add_key(key)
-        self._data[key] = ([timestamp], [_PURGED])
-        self._schedule(key, timestamp)
+        identity = self._id(key)
+        if identity not in self._data:
+            self._add_key(key, identity)
+        elif self._foreign or identity is not key:
+            self._refuse_other_key(identity, key)
+        self._data[identity] = ([timestamp], [_PURGED])
+        self._schedule(identity, timestamp)
 
     def _drop_oldest(self, key: Any, keep: int) -> int | None:
-        timestamps, values = self._data[key]
+        timestamps, values = self._data[self._id(key)]
         n = len(timestamps) - keep
         if n <= 0:
             return None
@@ -208,25 +228,32 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
         del values[:n]
         return newest
 
-    def _add_key(self, key: Any) -> None:
+    def _add_key(self, key: Any, identity: Hashable) -> None:
         key_bytes = VersionedStoreBase._key_bytes(self, key)
-        other = self._order.get(key_bytes)
-        if other is not None:
+        self._order[key_bytes] = key
+        self._key_bytes_of[identity] = key_bytes
+        if identity is not key:
+            self._foreign += 1
+
+    def _remove_key(self, identity: Hashable) -> None:
+        del self._data[identity]
+        if self._order.pop(self._key_bytes_of.pop(identity)) is not identity:
+            self._foreign -= 1
+
+    def _refuse_other_key(self, identity: Hashable, key: Any) -> None:
+        """Refuse ``key`` where another key with its bytes is stored, as the RocksDB store."""
+        key_bytes = self._key_bytes_of[identity]
+        other = self._order[key_bytes]
+        if other is not key and (other.__class__ is not key.__class__ or other != key):
             raise ValueError(
                 f"key_serializer gives keys {other!r} and {key!r} the same bytes "
                 f"{key_bytes!r}; distinct keys must serialize differently"
             )
-        self._order[key_bytes] = key
-        self._key_bytes_of[key] = key_bytes
-
-    def _remove_key(self, key: Any) -> None:
-        del self._data[key]
-        del self._order[self._key_bytes_of.pop(key)]
 
     # -- physical expiry -------------------------------------------------------------------------
 
-    def _schedule(self, key: Any, time: int) -> None:
-        """Remember to look at ``key`` once history retention passes ``time``'s segment."""
+    def _schedule(self, key: Hashable, time: int) -> None:
+        """Remember to look at ``key`` (an identity) once history retention passes ``time``."""
         segment = segment_id(time, self._si)
         keys = self._due.get(segment)
         if keys is None:
@@ -248,8 +275,8 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
                 self._trim(key, cutoff)
         self._next_expiry = (heap[0] + 1) * self._si if heap else _NEVER
 
-    def _trim(self, key: Any, cutoff: int) -> None:
-        """Drop the versions of ``key`` that no read can see any more (its oldest ones).
+    def _trim(self, key: Hashable, cutoff: int) -> None:
+        """Drop the versions of ``key`` (an identity) that no read can see any more.
 
         Invisible: a value no longer current at ``cutoff`` (its successor's timestamp
         ``<= cutoff``) and a marker older than ``cutoff``; a latest value never is.
@@ -280,6 +307,7 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
         self._data.clear()
         self._order.clear()
         self._key_bytes_of.clear()
+        self._foreign = 0
         self._due.clear()
         self._heap.clear()
 
@@ -295,7 +323,7 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
         assert set(self._key_bytes_of) == set(self._data), "byte cache != keys"
         assert len(self._order) == len(self._data), "key order != keys"
         for key_bytes, key in self._order.items():
-            assert self._key_bytes_of[key] == key_bytes, (key, key_bytes)
+            assert self._key_bytes_of[self._id(key)] == key_bytes, (key, key_bytes)
         assert sorted(self._heap) == sorted(self._due), "heap != due segments"
         expected_next = (min(self._heap) + 1) * self._si if self._heap else _NEVER
         assert self._next_expiry == expected_next, (self._next_expiry, expected_next)

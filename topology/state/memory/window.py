@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from sortedcontainers import SortedList
 
+from ..._key_identity import key_identity, own_identity_type
 from ...errors import StoreClosedError
 from ...windows import Window, Windowed, time_window_end
 from ..segments import check_store_durations
@@ -54,6 +55,12 @@ class InMemoryWindowStore:
                               ("retention_ms", retention_ms, 0))
         self.name = name
         self._key_bytes = key_serializer
+        self.key_identity = key_identity(key_serializer)
+        """Keys are found by their identity (:mod:`topology._key_identity`)."""
+        self.own_identity = own_identity_type(key_serializer)
+        """Keys of exactly this type are their own identity (``None``: no type is)."""
+        self._originals: dict[int, dict[Hashable, Any]] = {}
+        """Per window start, the key written with each identity that is not the key itself."""
         self.window_size_ms = window_size_ms
         self.retention_ms = retention_ms
         self._by_start: dict[int, dict[Any, tuple[Any, int]]] = {}
@@ -84,7 +91,8 @@ class InMemoryWindowStore:
     def get_with_timestamp(self, key: Any, start: int) -> tuple[Any, int] | None:
         """``(value, timestamp)`` of ``key`` in the window starting at ``start``, or ``None``."""
         bucket = self._by_start.get(start)
-        item = None if bucket is None else bucket.get(key)
+        item = None if bucket is None else bucket.get(
+            key if key.__class__ is self.own_identity else self.key_identity(key))
         if item is None or len(item) == 2:
             return item
         return item[0], item[1]  # a writer's longer item (see :meth:`bucket`)
@@ -97,14 +105,35 @@ class InMemoryWindowStore:
         if start <= self._observed - self.retention_ms:
             return
         bucket = self._by_start.get(start)
+        identity = key if key.__class__ is self.own_identity else self.key_identity(key)
         if value is None:
             self._deleted = True
             if bucket is not None:
-                bucket.pop(key, None)
+                bucket.pop(identity, None)
+                originals = self._originals.get(start)
+                if originals:
+                    originals.pop(identity, None)
             return
         if bucket is None:
             bucket = self._new_bucket(start)
-        bucket[key] = (value, timestamp)
+        if identity is not key:
+            self.note_key(start, identity, key)
+        bucket[identity] = (value, timestamp)
+
+    def note_key(self, start: int, identity: Hashable, key: Any) -> None:
+        """Remember ``key`` as the key of ``identity`` in window ``start``.
+
+        A writer through :meth:`bucket` calls it for a key that is not its own identity.
+        """
+        originals = self._originals.get(start)
+        if originals is None:
+            originals = self._originals[start] = {}
+        originals[identity] = key
+
+    def key_of(self, start: int, identity: Hashable) -> Any:
+        """The key written with ``identity`` in window ``start``."""
+        originals = self._originals.get(start)
+        return identity if not originals else originals.get(identity, identity)
 
     def _new_bucket(self, start: int) -> dict[Any, tuple[Any, int]]:
         bucket: dict[Any, tuple[Any, int]] = {}
@@ -120,6 +149,8 @@ class InMemoryWindowStore:
 
         Created if needed; ``None`` if the window is past retention.
 
+        Its keys are identities (:attr:`key_identity`; a key of type :attr:`own_identity` is
+        its own): a writer of another key also calls :meth:`note_key`.
         The aggregation's hot path writes through it; a ``None`` value must still go through
         :meth:`put_with_timestamp` (deletes). An item is a tuple whose first two fields are
         the value and its timestamp; a writer through the bucket may keep fields of its own
@@ -142,7 +173,9 @@ class InMemoryWindowStore:
         if not starts or starts[0] > limit:
             return
         while starts and starts[0] <= limit:
-            del self._by_start[heapq.heappop(starts)]
+            start = heapq.heappop(starts)
+            del self._by_start[start]
+            self._originals.pop(start, None)
             self.layout_version += 1
         ordered = self._sorted
         if ordered is not None:
@@ -161,6 +194,7 @@ class InMemoryWindowStore:
         """Close the store (idempotent): its data is dropped, and operations raise."""
         self.is_open = False
         self._by_start.clear()
+        self._originals.clear()
         self._starts.clear()
         self._sorted = None
 
@@ -214,8 +248,9 @@ class InMemoryWindowStore:
                    ) -> list[tuple[int, Any]]:
         self._check_open()
         out = []
+        identity = self.key_identity(key)
         for start in self._starts_between(time_from, time_to):
-            item = self._by_start[start].get(key)
+            item = self._by_start[start].get(identity)
             if item is not None:
                 out.append((start, item[0]))
         return out
@@ -238,10 +273,11 @@ class InMemoryWindowStore:
         key_bytes: dict[Any, bytes] = {}  # each key serialized once, not once per window
         for start in self._starts_between(query.time_from, query.time_to):
             found = []
-            for key, item in self._by_start[start].items():
-                kb = key_bytes.get(key)
+            for identity, item in self._by_start[start].items():
+                key = self.key_of(start, identity)
+                kb = key_bytes.get(identity)
                 if kb is None:
-                    kb = key_bytes[key] = ser(key) or b""
+                    kb = key_bytes[identity] = ser(key) or b""
                 if (lo is None or kb >= lo) and (hi is None or kb <= hi):
                     found.append((kb, key, item[0]))
             if not found:
@@ -261,8 +297,10 @@ class InMemoryWindowStore:
             if not bucket:
                 continue
             window = Window(start, time_window_end(start, size))
-            for _, key in sorted(((ser(k) or b"", k) for k in bucket), key=lambda p: p[0]):
-                out.append((Windowed(key, window), bucket[key][0]))
+            keys = [(ser(key) or b"", identity, key) for identity, key
+                    in ((i, self.key_of(start, i)) for i in bucket)]
+            for _, identity, key in sorted(keys, key=_first):
+                out.append((Windowed(key, window), bucket[identity][0]))
         return out
 
     def fetch_all(self, time_from: int | None, time_to: int | None
@@ -309,3 +347,7 @@ class InMemoryWindowStore:
             assert list(self._sorted) == sorted(self._by_start), "sorted starts != buckets"
         limit = self._observed - self.retention_ms
         assert all(start > limit for start in self._by_start), "a bucket past retention"
+        for start, originals in self._originals.items():
+            bucket = self._by_start[start]
+            for identity, key in originals.items():
+                assert self.key_identity(key) == identity and identity in bucket, "stale key"

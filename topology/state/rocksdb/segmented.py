@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+from ..._key_identity import key_identity
 from .closable import ClosableStore
 from .codec import decode_int64, encode_int64
 from .keyspace import Keyspace
@@ -35,6 +36,8 @@ class SegmentedStore(ClosableStore, ABC):
         """Take the keyspace and read the observed stream time it holds (``-1`` if none)."""
         self.name = name
         self._key_bytes = key_serializer
+        self.key_identity = key_identity(key_serializer)
+        """Keys with equal bytes are one key (:mod:`topology._key_identity`)."""
         self.retention_ms = retention_ms
         self._keyspace = keyspace
         self._get: Callable[[bytes], bytes | None] = keyspace.get
