@@ -15,16 +15,18 @@ from .runtime.getters import KeyValueStoreGetter, VersionedStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
 from .runtime.processor import InternalProcessor
 from .runtime.processors.stateless import PassThrough, SinkProcessor
-from .runtime.store_specs import session_store_spec, window_store_spec
-from .serde import serializer_of
-from .state.memory import InMemoryKeyValueStore, InMemoryVersionedKeyValueStore
+from .runtime.store_specs import (
+    key_value_store_spec,
+    session_store_spec,
+    versioned_store_spec,
+    window_store_spec,
+)
 from .topology import Topology
 
 Duration = int | _dt.timedelta
 """A duration: ``int`` milliseconds or a ``timedelta``."""
 
 if TYPE_CHECKING:
-    from .state.rocksdb import Keyspace
     from .stream import KStream
     from .table import KTable
 
@@ -141,18 +143,8 @@ class StreamsBuilder:
         source = self._add_source((topic,), consumed)
         key_serde = m.key_serde or consumed.key_serde
         value_serde = m.value_serde or consumed.value_serde
-        key_ser = serializer_of(key_serde)
-        interval = m.segment_interval_ms
-
-        def persistent(keyspace: Keyspace) -> Any:
-            from .state.rocksdb import RocksDBVersionedKeyValueStore
-
-            return RocksDBVersionedKeyValueStore(store, key_ser, keyspace,  # type: ignore[arg-type]
-                                                 retention, interval)
-
-        self.add_store(StoreSpec(store, "versioned", lambda: InMemoryVersionedKeyValueStore(
-            store, key_ser, retention, interval),  # type: ignore[arg-type]
-            persistent, m.persistence))
+        self.add_store(versioned_store_spec(store, key_serde, retention, m.segment_interval_ms,
+                                            m.persistence))
         old = OldValues()
         node = self.add_node("KTABLE-SOURCE", lambda: VersionedTableSourceProcessor(store, old),
                              [source], stores=[store])
@@ -358,15 +350,7 @@ class StreamsBuilder:
 
         :raises TopologyError: for a name already used.
         """
-        ser = serializer_of(key_serde)
-
-        def persistent(keyspace: Keyspace) -> Any:
-            from .state.rocksdb import RocksDBKeyValueStore
-
-            return RocksDBKeyValueStore(name, ser, keyspace)
-
-        self.add_store(StoreSpec(name, "key-value", lambda: InMemoryKeyValueStore(name, ser),
-                                 persistent, persistence))
+        self.add_store(key_value_store_spec(name, key_serde, persistence))
 
     def add_store(self, spec: StoreSpec) -> None:
         """Register a store spec.

@@ -30,21 +30,19 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 from .errors import TopologyError
 from .options import K, Materialized, Named, V, checked_materialized, name_of
 from .runtime.getters import KeyValueStoreGetter
-from .runtime.graph import GraphNode, StoreSpec
+from .runtime.graph import GraphNode
 from .runtime.processor import InternalProcessor
 from .runtime.processors import aggregate as ap
 from .runtime.processors.session import SessionWindowAggregateProcessor
 from .runtime.processors.sliding import SlidingWindowAggregateProcessor
 from .runtime.processors.stateless import SinkProcessor
-from .runtime.store_specs import session_store_spec
-from .serde import Serde, Serdes, serializer_of
-from .state.memory import InMemoryWindowStore
+from .runtime.store_specs import session_store_spec, window_store_spec
+from .serde import Serde, Serdes
 from .table import KTable, OldValues, TableLookup, WindowInfo
 from .windows import SessionWindows, SlidingWindows, TimeWindows, Windowed
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
-    from .state.rocksdb import Keyspace
 
 __all__ = ("KGroupedStream", "KGroupedTable", "SessionWindowedKStream", "TimeWindowedKStream")
 
@@ -206,7 +204,6 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
     and looks back to ``t - 2d``, while the store's newest window may start at ``T + 1``.
     (Kafka keeps ``2d + grace``, which for ``d < 2`` lets an open window expire.)
     """
-    key_ser = serializer_of(key_serde)
     if isinstance(window, TimeWindows):
         size, retention = window.size_ms, window.size_ms + window.grace_ms
         info = WindowInfo(window.grace_ms, _window_end)
@@ -219,13 +216,7 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
                                        persistence))
         return WindowInfo(window.gap_ms + window.grace_ms, _inclusive_window_end, session=True)
 
-    def persistent(keyspace: Keyspace) -> Any:
-        from .state.rocksdb import RocksDBWindowStore
-
-        return RocksDBWindowStore(store, key_ser, size, retention, keyspace)
-
-    b.add_store(StoreSpec(store, "window", lambda: InMemoryWindowStore(
-        store, key_ser, size, retention), persistent, persistence))
+    b.add_store(window_store_spec(store, key_serde, size, retention, persistence))
     return info
 
 

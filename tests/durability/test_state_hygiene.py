@@ -26,8 +26,10 @@ from topology.runtime.state_dir import TaskStateDir
 from topology.runtime.store_specs import (
     STORES_META,
     check_store_signatures,
+    key_value_store_spec,
     session_store_spec,
     store_signatures,
+    versioned_store_spec,
     window_store_spec,
 )
 from topology.state.rocksdb import StateDB, StateDirectoryError
@@ -262,12 +264,17 @@ def test_signatures_name_the_kind_and_what_lays_the_store_out():
     assert session_store_spec("s", None, 15).signature == \
         "session retention_ms=15 segment_interval_ms=60000"
     assert StoreSpec("kv", "key-value", dict).signature == "key-value"
+    assert versioned_store_spec("v", None, 100, 9).signature == \
+        "versioned history_retention_ms=100 segment_interval_ms=9"
 
 
 @pytest.mark.parametrize("make", [
     lambda: window_store_spec("w", None, 10, 15),
     lambda: session_store_spec("s", None, 15),
     lambda: session_store_spec("s", None, 15, segment_interval_ms=7),
+    lambda: versioned_store_spec("v", None, 100),
+    lambda: versioned_store_spec("v", None, 100, segment_interval_ms=9),
+    lambda: key_value_store_spec("kv", None),
 ])
 def test_given_parameters_agree_with_the_store_they_make(make):
     spec = make()

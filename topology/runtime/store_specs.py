@@ -1,10 +1,13 @@
 """Store specs the DSL registers: which store a name gets, in memory or on RocksDB.
 
-Each function returns a :class:`~topology.runtime.graph.StoreSpec` for
-``StreamsBuilder.add_store``: the in-memory factory, the RocksDB factory (given a keyspace of
-the task's state database) and the user's persistence choice (``Materialized.persistence``:
-``None`` follows the runtime, ``True``/``False`` force RocksDB/memory), with the parameters
-that lay the store out on disk (:attr:`~topology.runtime.graph.StoreSpec.signature`).
+The one place that picks a store's backend: every store of a topology comes from a function
+here, one per kind (:func:`key_value_store_spec`, :func:`window_store_spec`,
+:func:`session_store_spec`, :func:`versioned_store_spec`). Each returns a
+:class:`~topology.runtime.graph.StoreSpec` for ``StreamsBuilder.add_store``: the in-memory
+factory, the RocksDB factory (given a keyspace of the task's state database) and the user's
+persistence choice (``Materialized.persistence``: ``None`` follows the runtime,
+``True``/``False`` force RocksDB/memory), with the parameters that lay the store out on disk
+(:attr:`~topology.runtime.graph.StoreSpec.signature`).
 
 A durable task records the signature of every store in the meta entry :data:`STORES_META`
 (:func:`store_signatures`) and, on restore, refuses state whose store changed its layout
@@ -20,15 +23,20 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..serde import serializer_of
-from ..state.memory import InMemorySessionStore, InMemoryWindowStore
+from ..state.memory import (
+    InMemoryKeyValueStore,
+    InMemorySessionStore,
+    InMemoryVersionedKeyValueStore,
+    InMemoryWindowStore,
+)
 from ..state.segments import check_store_durations
 from .graph import StoreSpec
 
 if TYPE_CHECKING:
     from ..state.rocksdb import Keyspace
 
-__all__ = ("STORES_META", "check_store_signatures", "session_store_spec", "store_signatures",
-           "window_store_spec")
+__all__ = ("STORES_META", "check_store_signatures", "key_value_store_spec", "session_store_spec",
+           "store_signatures", "versioned_store_spec", "window_store_spec")
 
 STORES_META = b"stores"
 """The meta entry of a durable task's stores: JSON ``{store name: signature}``."""
@@ -129,9 +137,10 @@ def window_store_spec(name: str, key_serde: Any, window_size_ms: int, retention_
     ('window', 60000)
 
     :raises TypeError: ``window_size_ms`` or ``retention_ms`` is not an ``int``.
-    :raises ValueError: ``window_size_ms < 1`` or ``retention_ms < 0``.
+    :raises ValueError: ``window_size_ms < 0`` (sliding windows of no time difference have
+        size 0) or ``retention_ms < 0``.
     """
-    check_store_durations(("window_size_ms", window_size_ms, 1),
+    check_store_durations(("window_size_ms", window_size_ms, 0),
                           ("retention_ms", retention_ms, 0))
     key_ser = serializer_of(key_serde)
 
@@ -145,3 +154,64 @@ def window_store_spec(name: str, key_serde: Any, window_size_ms: int, retention_
 
     return StoreSpec(name, "window", memory, persistent, persistence,
                      (("window_size_ms", window_size_ms), ("retention_ms", retention_ms)))
+
+
+def key_value_store_spec(name: str, key_serde: Any, persistence: bool | None = None
+                         ) -> StoreSpec:
+    """The spec of key-value store ``name``: a table's, an aggregation's, a processor's.
+
+    The store is :class:`~topology.state.memory.InMemoryKeyValueStore` or
+    :class:`~topology.state.rocksdb.RocksDBKeyValueStore`; the driver hands it out through
+    ``get_key_value_store(name)``.
+
+    >>> from topology.serde import Serdes
+    >>> key_value_store_spec("counts", Serdes.string()).factory().name
+    'counts'
+    """
+    key_ser = serializer_of(key_serde)
+
+    def memory() -> Any:
+        return InMemoryKeyValueStore(name, key_ser)
+
+    def persistent(keyspace: Keyspace) -> Any:
+        from ..state.rocksdb import RocksDBKeyValueStore
+
+        return RocksDBKeyValueStore(name, key_ser, keyspace)
+
+    return StoreSpec(name, "key-value", memory, persistent, persistence)
+
+
+def versioned_store_spec(name: str, key_serde: Any, history_retention_ms: int,
+                         segment_interval_ms: int | None = None,
+                         persistence: bool | None = None) -> StoreSpec:
+    """The spec of versioned store ``name``, keeping ``history_retention_ms`` of history.
+
+    The store is :class:`~topology.state.memory.InMemoryVersionedKeyValueStore` or
+    :class:`~topology.state.rocksdb.RocksDBVersionedKeyValueStore`; the driver hands it out
+    through ``get_versioned_key_value_store(name)``.
+
+    >>> from topology.serde import Serdes
+    >>> spec = versioned_store_spec("rates", Serdes.string(), 60_000)
+    >>> spec.kind, spec.factory().history_retention_ms
+    ('versioned', 60000)
+
+    :raises TypeError: a duration is neither an ``int`` nor a ``timedelta``.
+    :raises ValueError: a negative history retention, or a segment interval below 1.
+    """
+    key_ser = serializer_of(key_serde)
+    checked = InMemoryVersionedKeyValueStore(name, key_ser,  # type: ignore[arg-type]
+                                             history_retention_ms, segment_interval_ms)
+
+    def memory() -> Any:
+        return InMemoryVersionedKeyValueStore(name, key_ser,  # type: ignore[arg-type]
+                                              history_retention_ms, segment_interval_ms)
+
+    def persistent(keyspace: Keyspace) -> Any:
+        from ..state.rocksdb import RocksDBVersionedKeyValueStore
+
+        return RocksDBVersionedKeyValueStore(name, key_ser, keyspace,  # type: ignore[arg-type]
+                                             history_retention_ms, segment_interval_ms)
+
+    return StoreSpec(name, "versioned", memory, persistent, persistence,
+                     (("history_retention_ms", checked.history_retention_ms),
+                      ("segment_interval_ms", checked.segment_interval_ms)))
