@@ -14,6 +14,8 @@ endif
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# pytest-xdist: a worker per core; every Spark test in one of them (they share one SparkSession)
+PARALLEL := -n auto --dist loadgroup
 JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
 .PHONY: example example-distributed example-driver test check test-slow lint docs bench bench-spark java clean
@@ -49,14 +51,14 @@ test: $(STAMP) java
 	$(PY) -m mypy --strict suppress
 	$(PY) -m mypy --strict topology
 	$(MAKE) --no-print-directory docs
-	$(PY) -m pytest
+	$(PY) -m pytest $(PARALLEL)
 
 # The quick loop: ruff and mypy, then the suite without Spark and without the long kill runs.
 check: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy --strict suppress
 	$(PY) -m mypy --strict topology
-	$(PY) -m pytest -m "not spark and not slow"
+	$(PY) -m pytest $(PARALLEL) -m "not spark and not slow"
 
 # The static checks of `make test` alone: ruff, then mypy --strict on both packages.
 lint: $(STAMP)
@@ -72,7 +74,7 @@ docs: $(STAMP)
 
 # The 200-kill crash runs (a few minutes each); `make test` runs their 20-kill versions.
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest $(PARALLEL) -m slow
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

@@ -27,3 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+        if item.get_closest_marker("spark") is not None:
+            # with pytest-xdist (``make test``: ``--dist loadgroup``) every Spark test runs in
+            # one worker, which starts the one shared SparkSession
+            item.add_marker(pytest.mark.xdist_group("spark"))
