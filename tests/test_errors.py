@@ -20,6 +20,7 @@ from suppress.errors import BufferFullError, InvalidSuppressionError, SuppressEr
 from topology.errors import (
     EmptyTopicError,
     FeedbackLoopError,
+    IllegalStateError,
     InvalidTimestampError,
     StateCorruptedError,
     StoreClosedError,
@@ -84,6 +85,7 @@ def test_every_library_error_derives_from_the_root() -> None:
     (StateCodecError, RuntimeError),
     (TaskFailedError, RuntimeError),
     (FeedbackLoopError, RuntimeError),
+    (IllegalStateError, RuntimeError),
     (StoreClosedError, RuntimeError),
     (StateCorruptedError, RuntimeError),
     (StateCorruptedError, StreamsError),
@@ -103,3 +105,24 @@ def test_the_root_adds_no_standard_base() -> None:
     assert not issubclass(TaskFailedError, (ValueError, LookupError))
     assert BufferFullError.__mro__[1:] == (SuppressError, StreamsError, Exception, BaseException,
                                            object)
+
+
+def test_a_call_the_state_does_not_allow_raises_illegal_state() -> None:
+    from topology import StreamsBuilder, TopologyTestDriver
+    from topology.state.memory import InMemoryVersionedKeyValueStore
+
+    b = StreamsBuilder()
+    b.stream("in").to("out")
+    driver = TopologyTestDriver(b.build())
+    with pytest.raises(IllegalStateError, match="records no timeline"):
+        driver.timeline()
+    topic = driver.create_input_topic("in")
+    driver.close()
+    with pytest.raises(IllegalStateError, match="the driver is closed"):
+        topic.pipe_input("k", "v", 0)
+    store = InMemoryVersionedKeyValueStore("v", str.encode, 100)
+    with pytest.raises(IllegalStateError, match="nothing to drain"):
+        store.watch(lambda entry: None).drain()
+    store.watch(lambda entry: store.put("other", 1, 2))
+    with pytest.raises(IllegalStateError, match="tried to write to it"):
+        store.put("k", 1, 1)

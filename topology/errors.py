@@ -13,6 +13,7 @@ from suppress.errors import StreamsError as StreamsError
 __all__ = (
     "EmptyTopicError",
     "FeedbackLoopError",
+    "IllegalStateError",
     "InvalidTimestampError",
     "StateCorruptedError",
     "StoreClosedError",
@@ -62,6 +63,15 @@ class FeedbackLoopError(StreamsError, RuntimeError):
 
     Raised when sinks write to topics the topology reads (directly or through a cycle) and
     the records keep coming back; the message names the cycle of topics and nodes.
+    """
+
+
+class IllegalStateError(StreamsError, RuntimeError):
+    """A call the object's state does not allow (Kafka's ``IllegalStateException``).
+
+    A driver used after ``close()``, a timeline asked of a driver that records none, a watcher
+    with a callback asked to drain, a store written from its own watch callback, a Spark
+    feature used without an active SparkSession. The message says what to do instead.
     """
 
 

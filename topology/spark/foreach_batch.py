@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import StreamsError, TaskFailedError
+from ..errors import IllegalStateError, StreamsError, TaskFailedError
 from ..runtime.clock import Clock, MockClock, SystemClock
 from ..runtime.engine import Engine, merge_by_timestamp
 from ..runtime.outputs import plain_records
@@ -449,7 +449,7 @@ def _session(spark: Any) -> Any:
 
     session = SparkSession.getActiveSession()
     if session is None:
-        raise RuntimeError("a URI state_dir is read through Spark's Hadoop FileSystem: "
+        raise IllegalStateError("a URI state_dir is read through Spark's Hadoop FileSystem: "
                            "start a SparkSession first")
     return session
 

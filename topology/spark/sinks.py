@@ -28,6 +28,7 @@ from typing import Any, cast
 
 import pyarrow as pa
 
+from ..errors import IllegalStateError
 from ..runtime.outputs import OutputTopicReader, ReadBackChecks, TestRecord, read_back_checks
 from ..serde import Serde, fallback_key_bytes, fallback_value_bytes, serializer_of
 from ..topology import Topology
@@ -278,7 +279,7 @@ class KafkaFrameSink(_RunnerSink):
 
         spark = SparkSession.getActiveSession()
         if spark is None:
-            raise RuntimeError("kafka_frame needs an active SparkSession")
+            raise IllegalStateError("kafka_frame needs an active SparkSession")
         self._write(records, batch_id, spark)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from suppress.time import NO_TIMESTAMP, to_millis
 
+from ..errors import IllegalStateError
 from .api import (
     MAX_TIMESTAMP,
     PUT_RETURN_CODE_NOT_PUT,
@@ -240,10 +241,10 @@ class Watcher:
 
         Runtime complexity: O(1).
 
-        :raises RuntimeError: if the watcher delivers to a callback (nothing is queued).
+        :raises IllegalStateError: if the watcher delivers to a callback (nothing is queued).
         """
         if self._callback is not None:
-            raise RuntimeError(
+            raise IllegalStateError(
                 "this watcher delivers its events to its callback; there is nothing to drain"
             )
         events, self._events = self._events, []
@@ -992,7 +993,7 @@ VersionedRecord(value='v', timestamp=10, valid_to=20))
         if not self._open:
             raise StoreClosedError(f"versioned store {self.name!r} is closed")
         if self._notifying:
-            raise RuntimeError(
+            raise IllegalStateError(
                 f"a watch callback of store {self.name!r} tried to write to it; callbacks "
                 "may read the store but not write to it"
             )

@@ -14,7 +14,7 @@ from suppress.entry import Headers
 from suppress.processor import SuppressionView
 from suppress.time import NO_TIMESTAMP, to_millis
 
-from ..errors import UnknownTopicError
+from ..errors import IllegalStateError, UnknownTopicError
 from ..runtime.clock import SystemClock
 from ..runtime.engine import DEFAULT_APPLICATION_ID, Engine
 from ..runtime.task import (
@@ -169,10 +169,10 @@ class TopologyTestDriver:
         ``timeline().save("run.svg")`` draws it (see :class:`~topology.testing.timeline.
         Timeline`); the returned timeline is a snapshot, later records do not change it.
 
-        :raises RuntimeError: if the driver was created without ``record_timeline``.
+        :raises IllegalStateError: if the driver was created without ``record_timeline``.
         """
         if self._recorder is None:
-            raise RuntimeError("this driver records no timeline: create it with "
+            raise IllegalStateError("this driver records no timeline: create it with "
                                "config={'record_timeline': True}")
         return Timeline(self._recorder.events)
 
@@ -272,7 +272,7 @@ class TopologyTestDriver:
     def _pipe(self, topic: str, key: Any, value: Any, timestamp: int, headers: Headers,
               key_serialized: bool, value_serialized: bool) -> None:
         if self._closed:
-            raise RuntimeError("the driver is closed")
+            raise IllegalStateError("the driver is closed")
         serdes = self._consumed.get(topic)
         if serdes is not None:
             key_serde, value_serde = serdes
@@ -334,7 +334,7 @@ class TopologyTestDriver:
         value_serializer = (None if value_topic_serde is None
                             else serializer_of(value_topic_serde))
         if self._closed:
-            raise RuntimeError("the driver is closed")
+            raise IllegalStateError("the driver is closed")
         codec = None
         if key_serializer is not None or value_serializer is not None:
             key_serde, value_serde = self._consumed.get(topic, (None, None))
@@ -368,7 +368,7 @@ class TopologyTestDriver:
         :raises TaskFailedError: if the task failed (nothing of the failed call is committed).
         """
         if self._closed:
-            raise RuntimeError("the driver is closed")
+            raise IllegalStateError("the driver is closed")
         entries: dict[bytes, bytes | None] = {}
         for name, value in (meta or {}).items():
             if not isinstance(value, bytes):
