@@ -71,6 +71,7 @@ def kill_and_restart(tmp_path: Path, kills: int, seed: int, n: int) -> None:
     assert len(advanced) >= kills // 4, f"too few kills fell among the commits: {starts}"
 
 
+@pytest.mark.kill
 def test_sigkill_at_20_random_points_loses_and_doubles_nothing(tmp_path: Path) -> None:
     kill_and_restart(tmp_path, kills=20, seed=20, n=20_000)
 

@@ -187,6 +187,7 @@ def advances(seen: list[int]) -> int:
     return sum(1 for before, after in zip([0, *seen], seen, strict=False) if after > before)
 
 
+@pytest.mark.kill
 def test_sigkill_at_20_random_points_leaves_whole_commits(tmp_path):
     seen = kill_repeatedly(tmp_path / "state", kills=20, seed=20)
     assert advances(seen) >= 5, f"too few kills fell among commits: {seen}"
@@ -198,6 +199,7 @@ def test_sigkill_at_200_random_points_leaves_whole_commits(tmp_path):
     assert advances(seen) >= 100, f"too few kills fell among commits: {seen}"
 
 
+@pytest.mark.kill
 def test_sigkill_while_creating_leaves_an_openable_directory(tmp_path):
     # time the writer's startup up to "open 0" (imports, then creating the directory), then
     # kill fresh writers in the last 30 % of that span, where creation happens
