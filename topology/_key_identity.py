@@ -1,4 +1,4 @@
-"""One key identity: two keys are the same key exactly when their serialized bytes are equal.
+r"""One key identity: two keys are the same key exactly when their serialized bytes are equal.
 
 Kafka Streams keys its state by serialized bytes, and so do this library's RocksDB stores and
 spill files. Python equality disagrees with bytes for some keys: ``1 == True == 1.0`` while
@@ -8,9 +8,15 @@ durable and restarted runs agree, every structure that holds state per key (stor
 suppression buffer, its changed-key set, the windowed steps' indexes) finds a key through its
 *identity* (:func:`key_identity`), not through the key object:
 
-- for ``Serdes.string()`` and keys without a serde (their str bytes are UTF-8), a ``str`` key
-  is its own identity; any other key's identity is its bytes decoded as UTF-8 with
-  ``surrogateescape`` (a ``str`` again, equal to a ``str`` key exactly when the bytes are);
+- for ``Serdes.string()``, a key (a ``str``) is its own identity;
+- for keys without a serde (:func:`~topology._key_bytes.fallback_key_bytes`), the identity
+  of a key is ``canon(its bytes)``: the long that 8 bytes spell when they start with
+  ``0x00`` or ``0xFF`` (as the bytes of an ``int`` in ``[-2**56, 2**56)`` do), else the
+  bytes decoded as UTF-8 with ``surrogateescape`` (as a ``str`` key's bytes are). So such an
+  ``int``, and a ``str`` that does not start with ``"\x00"``, are their own identity, with
+  no serialization; another key is serialized once per lookup. ``canon`` is one-to-one: an
+  ``int`` and a ``float``, ``bytes`` or ``str`` key with the same 8 bytes are one key, as
+  ``"a"`` and ``b"a"`` are;
 - for ``Serdes.long()``, an ``int`` key is its own identity; another (a ``bool``) is the int
   its bytes read back as;
 - for windowed serializers (time and session layouts), a :class:`~topology.windows.Windowed`
@@ -18,8 +24,8 @@ suppression buffer, its changed-key set, the windowed steps' indexes) finds a ke
   identity and the same window;
 - for any other serializer (a user's serde), the bytes.
 
-The common keys (``str`` with the string serde or none, ``int`` with the long serde) cost one
-type check; the identity of any key is computed without allocating when it is the key.
+The common keys (``str`` and ``int`` with their serde or none) cost a type check or two;
+the identity of any key is computed without allocating when it is the key.
 Lookups by any key with the same bytes find the same entry. The key object a structure
 reports is one written with that identity: a suppression buffer keeps the key that created
 the entry (until it is emitted), a store the key last written.
@@ -47,7 +53,7 @@ _new_tuple = tuple.__new__
 
 
 def _utf8_serializers() -> tuple[Callable[[Any], Any], ...]:
-    return (fallback_key_bytes, _serialize_string, _STRING.serialize)
+    return (_serialize_string, _STRING.serialize)
 
 
 def _long_serializers() -> tuple[Callable[[Any], Any], ...]:
@@ -75,6 +81,8 @@ def key_identity(serializer: Callable[[Any], Any]) -> KeyIdentity:
     """
     if type(serializer) in (_TimeWindowedWriter, _SessionWindowedWriter):
         return _windowed_identity(serializer.inner)  # type: ignore[attr-defined]
+    if serializer is fallback_key_bytes:
+        return _fallback_identity
     own = own_identity_type(serializer)
     if own is str:
         decode = bytes.decode
@@ -108,6 +116,29 @@ def key_identity(serializer: Callable[[Any], Any]) -> KeyIdentity:
         return data  # type: ignore[no-any-return]  # not bytes: refused where it is ordered
 
     return bytes_identity
+
+
+_SMALL = 2**56
+"""An ``int`` in ``[-_SMALL, _SMALL)`` has 8 bytes starting with 0x00 or 0xFF (its own
+identity without a serde); a UTF-8 ``str`` never starts with 0xFF, and with 0x00 only when
+it starts with ``"\x00"``."""
+
+
+def _fallback_identity(key: Any) -> Hashable:
+    """The identity of a key without a serde, ``canon(its bytes)`` (module docstring)."""
+    cls = key.__class__
+    if cls is str:
+        if key[:1] != "\x00":  # its UTF-8 bytes start neither with 0x00 nor with 0xFF
+            return key  # type: ignore[no-any-return]
+    elif cls is int:
+        if -_SMALL <= key < _SMALL:  # its 8 bytes start with 0x00 or 0xFF
+            return key  # type: ignore[no-any-return]
+    elif key is None:
+        return None
+    data = fallback_key_bytes(key)  # raises for a key it cannot write
+    if len(data) == 8 and data[0] in (0, 255):
+        return _UNPACK_LONG(data)[0]  # type: ignore[no-any-return]
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _windowed_identity(inner: Callable[[Any], Any]) -> KeyIdentity:

@@ -218,8 +218,9 @@ class FusedFinalResults:
         # count(): its aggregator adds 1, its initializer gives 0 (same results, no calls)
         counting = aggregator is count_adder and initializer is count_initializer
         last_start, last_version, last_close = -1, -1, -1
-        own = store.own_identity  # keys of this type are their own identity; others go
-        # the general way (:meth:`_update`), which finds them by identity
+        # a key that is its own identity (always one of type ``own``) takes the fast path;
+        # others go the general way (:meth:`_update`), which finds them by identity
+        own, identity_of = store.own_identity, store.key_identity
         last_bucket: dict[Any, Any] = {}
         last_entries: dict[Any, tuple[Any, ...]] = {}
         last_key_bytes = self._window_key_bytes(-1)
@@ -239,7 +240,8 @@ class FusedFinalResults:
             if ts > now:
                 agg.stream_time = now = ts
             start = ts - ts % size
-            if start == last_start and now < last_close and key.__class__ is own \
+            if start == last_start and now < last_close and (
+                    key.__class__ is own or identity_of(key) is key) \
                     and store.layout_version == last_version:  # the window is still open
                 item = last_bucket.get(key)
                 if item is not None and len(item) > 2:  # this step's entry: an update
