@@ -112,11 +112,14 @@ class InMemoryVersionedKeyValueStore(VersionedStoreBase):
     # -- reads -----------------------------------------------------------------------------------
 
     def _id(self, key: Any) -> Hashable:
-        """``key``'s identity; an unhashable key is refused as such, before its serializer."""
+        """``key``'s identity; an unhashable key is refused as such, not by its serializer."""
         if key.__class__ is self._own:
             return key
-        hash(key)
-        return self._identity(key)
+        try:
+            return self._identity(key)
+        except Exception:
+            hash(key)  # raises TypeError naming the unhashable type
+            raise
 
     def _latest(self, key: Any) -> Item | None:
         entry = self._data.get(self._id(key))
