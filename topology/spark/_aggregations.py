@@ -49,6 +49,7 @@ from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 from suppress.time import is_window_closed
 
+from .._key_identity import key_identity
 from ..runtime.processor import Entry
 from ..state.codec import decode, encode
 from ..windows import Window, Windowed
@@ -101,11 +102,12 @@ class AggregationBucket:
         self.engine: SuppressProcessor | None = None
         change: Callable[[Any, Any, Any, RecordContext], None] = to_post
         if spec.suppressed is not None:
-            assert spec.suppression is not None
+            assert spec.suppression is not None and spec.suppression_key_serializer is not None
             self.engine = SuppressProcessor(
                 spec.suppression, spec.suppressed, spec.delay_ms, to_post,
                 spec.suppression_key_serializer, spec.value_serializer,  # type: ignore[arg-type]
-                buffer_time_of=spec.buffer_time)
+                buffer_time_of=spec.buffer_time,
+                key_identity=key_identity(spec.suppression_key_serializer))
             change = self.engine.process_change
         self._store = host.stores[spec.store]
         aggregate: Any = spec.factory()

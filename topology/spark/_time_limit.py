@@ -40,6 +40,7 @@ from suppress import BufferConfig, Suppressed
 from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 
+from .._key_identity import key_identity
 from ..serde import fallback_value_bytes
 from ..state.codec import decode, encode
 from ._compile import ChainSpec, TimeLimitSpec
@@ -82,7 +83,8 @@ class TimeLimitProcessor(StatefulProcessor):
             spec.name, Suppressed.until_time_limit(spec.delay_ms, spec.buffer_config
                                                    or BufferConfig.unbounded()),
             spec.delay_ms, lambda key, new, old, ctx: chain.feed_change(key, new, ctx),
-            spec.key_serializer, fallback_value_bytes)  # type: ignore[arg-type]
+            spec.key_serializer, fallback_value_bytes,  # type: ignore[arg-type]
+            key_identity=key_identity(spec.key_serializer))
         if self._buffer.exists():
             held = self._buffer.get()
             assert held is not None
