@@ -186,7 +186,8 @@ class FusedInclusiveFinalResults:
         latest_end, near, write = store._latest_end, store._near, store._write_bytes
         merger = agg._merger
         change, buffer = self.change, self._buffer
-        own, index_key_of = self._own, self._index_key
+        identity_of = self._inner_identity
+        assert identity_of is not None  # a built-in key serializer (checked above)
         new_tuple = _new_tuple
         plain = not self._track  # entries unsized and no DEBUG samples: updates run inline
         emit, enforce = self._emit_closed, self._enforce
@@ -198,7 +199,7 @@ class FusedInclusiveFinalResults:
             elif engine.stream_time >= self._next_close:  # the heap's head is closed
                 emit()
 
-        def update(kb: bytes, key: Any, start: int, end: int, new: Any,
+        def update(kb: bytes, key: Any, identity: Any, start: int, end: int, new: Any,
                    parts: tuple[Any, ...]) -> None:
             """:meth:`change` of session ``[start, end]`` to ``new`` (``parts`` at ``end``).
 
@@ -212,8 +213,7 @@ class FusedInclusiveFinalResults:
                 return
             if end > engine.stream_time:
                 engine.stream_time = end
-            index_key = (key, start, end) if key.__class__ is own else index_key_of(key, start,
-                                                                                    end)
+            index_key = (identity, start, end)
             entry = index.get(index_key)
             if entry is not None:
                 index[index_key] = (new, None, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
@@ -223,14 +223,13 @@ class FusedInclusiveFinalResults:
                        key)
             after_put()
 
-        def tombstone(key: Any, start: int, end: int, old: Any,
+        def tombstone(key: Any, identity: Any, start: int, end: int, old: Any,
                       parts: tuple[Any, ...]) -> None:
             """:meth:`change` of session ``[start, end]`` to a tombstone (``parts`` at ``end``).
 
             An entry buffered for the session (an open one has one) is replaced here.
             """
-            index_key = (key, start, end) if key.__class__ is own else index_key_of(key, start,
-                                                                                    end)
+            index_key = (identity, start, end)
             entry = index.get(index_key) if plain else None
             if entry is None:
                 change(new_tuple(Windowed, (key, new_tuple(Window, (start, end)))), None, old,
@@ -241,7 +240,8 @@ class FusedInclusiveFinalResults:
             index[index_key] = (None, old, parts, entry[_PRIOR], entry[_KEY_BYTES], 0)
             after_put()
 
-        def merge(key: Any, value: Any, parts: tuple[Any, ...], kb: bytes, ts: int) -> None:
+        def merge(key: Any, identity: Any, value: Any, parts: tuple[Any, ...], kb: bytes,
+                  ts: int) -> None:
             """The aggregation's steps for a record with sessions near, in its order."""
             found = near(kb, ts - gap, ts + gap)
             if ts > agg.stream_time:
@@ -269,11 +269,12 @@ class FusedInclusiveFinalResults:
                 send_old = agg._old
                 for found_start, found_end, found_agg in merged:
                     write(kb, key, found_start, found_end, None)
-                    tombstone(key, found_start, found_end, found_agg if send_old else None,
+                    tombstone(key, identity, found_start, found_end,
+                              found_agg if send_old else None,
                               (found_end, *rest))
             acc = acc + 1 if counting else aggregator(key, value, acc)
             write(kb, key, start, end, acc)
-            update(kb, key, start, end, acc, parts if end == ts else (end, *rest))
+            update(kb, key, identity, start, end, acc, parts if end == ts else (end, *rest))
 
         def step(key: Any, value: Any, parts: tuple[Any, ...]) -> None:
             if key is None:
@@ -282,7 +283,7 @@ class FusedInclusiveFinalResults:
             ts = parts[0]
             kb = key_ser(key) or b""
             if latest_end(kb) >= ts - gap:  # a session may be near
-                merge(key, value, parts, kb, ts)
+                merge(key, identity_of(key), value, parts, kb, ts)
                 return
             if ts > agg.stream_time:
                 agg.stream_time = ts
@@ -296,7 +297,7 @@ class FusedInclusiveFinalResults:
                 return
             new = 1 if counting else aggregator(key, value, new)
             write(kb, key, ts, ts, new)
-            update(kb, key, ts, ts, new, parts)
+            update(kb, key, identity_of(key), ts, ts, new, parts)
 
         return step
 
