@@ -17,8 +17,7 @@ suppression buffer, its changed-key set, the windowed steps' indexes) finds a ke
   no serialization; another key is serialized once per lookup. ``canon`` is one-to-one: an
   ``int`` and a ``float``, ``bytes`` or ``str`` key with the same 8 bytes are one key, as
   ``"a"`` and ``b"a"`` are;
-- for ``Serdes.long()``, an ``int`` key is its own identity; another (a ``bool``) is the int
-  its bytes read back as;
+- for ``Serdes.long()``, a key (an ``int``) is its own identity;
 - for windowed serializers (time and session layouts), a :class:`~topology.windows.Windowed`
   key whose inner key is its own identity is itself; otherwise a ``Windowed`` of the inner
   identity and the same window;
