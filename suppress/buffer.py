@@ -125,6 +125,10 @@ class TimeOrderedBuffer:
         self.key_identity: Callable[[Any], Hashable] = (
             key_identity if key_identity is not None
             else lambda key: serialized_key(key_serializer, key))
+        self._identity_is_bytes = key_identity is None  # an entry's key bytes are its identity
+        self.changed: dict[Hashable, Any] | None = None
+        """With change tracking (a durable owner sets a dict): identity -> key of every entry
+        put, updated or removed since the owner last cleared it; ``None``: not tracked."""
         self._value_ser = value_serializer
         self._track_bytes = track_bytes
         self._index: dict[Hashable, BufferedEntry] = {}
@@ -144,7 +148,8 @@ class TimeOrderedBuffer:
 
         Runtime complexity: O(1) for a buffered key, else as :meth:`add`.
         """
-        entry = self._index.get(self.key_identity(key))
+        identity = self.key_identity(key)
+        entry = self._index.get(identity)
         if entry is not None:
             if self._track_bytes:  # sized first: a serializer error leaves the entry as it was
                 size = self._size_of(entry.key_bytes, entry.prior, old, new, context)
@@ -153,6 +158,8 @@ class TimeOrderedBuffer:
             entry.new = new
             entry.old = old
             entry.context = context
+            if self.changed is not None:
+                self.changed[identity] = key
             return
         self.add(time, key, new, old, context)
 
@@ -171,9 +178,11 @@ class TimeOrderedBuffer:
         if self._track_bytes:
             entry.size = self._size_of(key_bytes, old, old, new, context)
             self._bytes += entry.size
-        index_key = self.key_identity(key)
+        identity = key_bytes if self._identity_is_bytes else self.key_identity(key)
         self._push(entry)  # bytes against bytes only: the push cannot fail half-way
-        self._index[index_key] = entry
+        self._index[identity] = entry
+        if self.changed is not None:
+            self.changed[identity] = key
 
     def _size_of(self, key_bytes: bytes, prior: Any, old: Any, new: Any,
                  context: RecordContext) -> int:
@@ -195,8 +204,11 @@ class TimeOrderedBuffer:
         The buffer must not be empty. Runtime complexity: as the order's ``evict_head``.
         """
         entry = self._order.evict_head(callback)
-        del self._index[self.key_identity(entry.key)]
+        identity = entry.key_bytes if self._identity_is_bytes else self.key_identity(entry.key)
+        del self._index[identity]
         self._bytes -= entry.size
+        if self.changed is not None:
+            self.changed[identity] = entry.key
 
     _evict_head = evict_head  # internal callers keep this one (a subclass may override)
 

@@ -216,6 +216,22 @@ class SuppressProcessor:
             self.metrics.sample()
         self._enforce()
 
+    def track_changes(self) -> dict[Hashable, Any]:
+        """Track the keys whose buffered entry changes; return the live ``identity -> key`` dict.
+
+        For an owner that writes the buffer's image at each commit: every put, update and
+        removal from now on notes its key there (updates then go through the buffer's own
+        ``put``); the owner reads and clears the dict. In-memory buffers only.
+
+        :raises TypeError: for a spilling buffer (it keeps its own image).
+        """
+        buffer = self.buffer
+        if not isinstance(buffer, TimeOrderedBuffer):
+            raise TypeError("a spilling buffer keeps its own image; it tracks no changes")
+        self._fast_update = False
+        buffer.changed = {}
+        return buffer.changed
+
     def change_entry(self) -> Callable[[Any, Any, Any, RecordContext], None]:
         """Where a runtime sends changes: :meth:`process_change`, or the same steps inlined.
 

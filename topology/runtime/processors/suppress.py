@@ -91,9 +91,10 @@ class SuppressNodeProcessor(InternalProcessor):
         task.register_suppression(self.name, self.engine, self.engine.metrics,
                                   self.store_name)
         self._durable = task.durable
-        self._dirty: dict[Hashable, Any] = {}
+        self._dirty: dict[Hashable, Any] = (
+            self.engine.track_changes() if self._durable and not self._spills else {})
         """With a state directory: identity -> key of the keys whose buffered entry changed
-        since the last commit."""
+        since the last commit (kept by the buffer itself)."""
         if self._idle is not None:
             self._upstream = (None if self._upstream_name is None
                               else task.processors[self._upstream_name])
@@ -161,7 +162,7 @@ class SuppressNodeProcessor(InternalProcessor):
     def connect(self, children: Sequence[Entry]) -> None:
         """Bind the forwards, and let the engine emit straight to the children."""
         super().connect(children)
-        self.engine.emit = self._emit_durable if self._durable else self.forward_change
+        self.engine.emit = self.forward_change
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """A ``Change`` given as one value: buffer it."""
@@ -170,14 +171,7 @@ class SuppressNodeProcessor(InternalProcessor):
     def process_change(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         """Buffer the change; the engine emits what is due."""
         self._seen += 1
-        if self._durable and not self._spills:
-            self._dirty[self.key_identity(key)] = key
         self.engine.process_change(key, new, old, ctx)
-
-    def _emit_durable(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
-        if not self._spills:
-            self._dirty[self.key_identity(key)] = key
-        self.forward_change(key, new, old, ctx)
 
     def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
         """Write the entries changed since the last commit; return the stream time.
@@ -235,6 +229,7 @@ class SuppressNodeProcessor(InternalProcessor):
             ctx = RecordContext(*context)
             buffer.put(time, key, new, prior, ctx)  # a new entry: its prior is ``prior``
             buffer.put(time, key, new, old, ctx)  # then its latest change
+        self._dirty.clear()  # what was restored is what the image holds
         if self._spills:
             last = next(image.items(reverse=True), None)
             if last is not None:  # now kept in the buffer's own keyspace: stored once
