@@ -105,11 +105,8 @@ class InMemoryKeyValueStore:
         """
         data = self._data
         if value is None:
-            item = self.get_with_timestamp(key)
             self._deleted = True
-            if item is not None:
-                self._remove(key)
-            return item
+            return self._remove(key)
         identity = self._identity_of(key)
         item = data.get(identity)
         if item is None and self._order is not None:
