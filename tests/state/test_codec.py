@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from topology import Window, Windowed
-from topology.state.codec import StateCodecError, _write, decode, encode
+from topology.state.codec import StateCodecError, _write, decode, encode, encodes_surely
 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
@@ -41,6 +41,24 @@ def test_fast_paths_write_the_general_layout(value: object) -> None:
     _write(value, general.append)
     assert encode(value) == b"".join(general)
     assert decode(bytearray(encode(value))) == decode(memoryview(encode(value))) == value
+
+
+@settings(max_examples=examples(300))
+@given(st.one_of(VALUES, st.text(), st.integers(-(2**70), 2**70), st.floats()))
+def test_what_encodes_surely_encodes(value: object) -> None:
+    """A store holds such values unencoded until its commit: their encoding cannot fail."""
+    if encodes_surely(value):
+        assert decode(encode(value)) == value or value != value  # NaN
+    if isinstance(value, str) and not value.isascii():
+        assert not encodes_surely(value)
+
+
+@pytest.mark.parametrize(("value", "sure"), [
+    (None, True), (True, True), (1.5, True), (2**63 - 1, True), (-(2**63), True),
+    (2**63, False), ("user-1", True), ("é", False), ("\ud800", False), (b"x", False),
+    ((1, 2), False), (Window(0, 1), False)])
+def test_encodes_surely_says_so_for_scalars_only(value: object, sure: bool) -> None:
+    assert encodes_surely(value) is sure
 
 
 def test_special_floats_and_big_ints() -> None:

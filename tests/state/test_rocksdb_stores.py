@@ -133,9 +133,26 @@ def test_closed_stores_refuse_the_runtime_calls_too(tmp_path: Path) -> None:
 def test_values_without_a_codec_type_are_refused_when_written(tmp_path: Path) -> None:
     with StateDB.open(tmp_path / "state") as db:
         kv = RocksDBKeyValueStore("kv", _STR, db.keyspace("kv"))
+        w = RocksDBWindowStore("w", _STR, 10, 100, db.keyspace("w"))
         with pytest.raises(StateCodecError, match="serde"):
             kv.put("a", complex(1, 2))
-        assert kv.get("a") is None and not kv.written
+        with pytest.raises(StateCodecError, match="serde"):
+            w.put_with_timestamp("a", [complex(1, 2)], 0, 0)
+        assert kv.get("a") is None and not kv.written and not w.written
+        db.commit()
+
+
+def test_counts_are_held_unencoded_until_the_commit_writes_them(tmp_path: Path) -> None:
+    """A value written many times per commit is encoded once, at the commit, and reopens."""
+    with StateDB.open(tmp_path / "state") as db:
+        w = RocksDBWindowStore("w", _STR, 10, 100, db.keyspace("w"))
+        for count in range(1, 4):
+            w.put_with_timestamp("a", count, 0, count)
+        assert w.get_with_timestamp("a", 0) == (3, 3)
+        assert list(db.keyspace("w")._held.values()) == [(3, "a", 3)]
+        db.commit()
+    with StateDB.open(tmp_path / "state") as db:
+        assert RocksDBWindowStore("w", _STR, 10, 100, db.keyspace("w")).fetch("a", 0) == 3
 
 
 def test_window_store_arguments_are_checked(tmp_path: Path) -> None:

@@ -38,9 +38,16 @@ NAMES = st.sampled_from(["a", "b"])
 
 #: Reopening costs a RocksDB open (tens of ms on disk): at most once per this many steps.
 STEPS_BETWEEN_REOPENS = 6
+HELD_STEPS = ["put_held", "put_held", "put", "delete", "delete_range", "get"]
+"""The operations of a held-values rule: held puts twice as often as each other one."""
 #: This test checks logic, not durability (the crash tests do that, on disk): a memory file
 #: system, where there is one, spares it RocksDB's fsyncs on every open.
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def _unwrap(held: tuple[str, bytes]) -> bytes:
+    """The encoding of a held test value: its bytes."""
+    return held[1]
 
 
 def _in(key: bytes, lo: bytes | None, hi: bytes | None) -> bool:
@@ -147,6 +154,42 @@ class StateDBMachine(RuleBasedStateMachine):
             keyspace._backward_block = BACKWARD_BLOCK
             keyspace._backward_steps = BACKWARD_STEPS
         assert backward == expected[::-1]
+
+    @rule(name=NAMES, steps=st.lists(st.tuples(st.sampled_from(HELD_STEPS), KEYS, VALUES),
+                                     max_size=8),
+          end=st.sampled_from(["go on", "commit", "rollback"]))
+    def held_values(self, name: str, steps: list[tuple[str, bytes, bytes]], end: str) -> None:
+        """Values held unencoded read and commit as if put encoded, mixed with every write.
+
+        The invariant reads every keyspace in order, which encodes what is held: the steps
+        run in one rule so that held values meet the other operations first.
+        """
+        keyspace = self.db.keyspace(name)
+        held = keyspace.hold(_unwrap)
+        view = self.view[name]
+        for step, key, value in steps:
+            if step == "put_held":
+                keyspace.put_held(key, ("held", value))
+                view[key] = value
+                assert held(key) == ("held", value)
+            elif step == "put":
+                keyspace.put(key, value)
+                view[key] = value
+                assert held(key) is None
+            elif step == "delete":
+                keyspace.delete(key)
+                view.pop(key, None)
+            elif step == "delete_range":
+                keyspace.delete_range(min(key, value), max(key, value))
+                for gone in [k for k in view if _in(k, min(key, value), max(key, value))]:
+                    del view[gone]
+            else:
+                assert keyspace.get(key) == view.get(key)
+            keyspace._check()
+        if end == "commit":
+            self.commit()
+        elif end == "rollback":
+            self.rollback()
 
     @rule(name=NAMES, keys=st.lists(KEYS, max_size=4))
     def read(self, name: str, keys: list[bytes]) -> None:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import StoreClosedError
+from .entry import pack_held
+from .keyspace import Keyspace
 
 __all__ = ("ClosableStore",)
 
@@ -13,14 +15,17 @@ __all__ = ("ClosableStore",)
 class ClosableStore:
     """``close()`` and the open check of a store that reads and writes a keyspace.
 
-    The store goes through ``_get``, ``_put`` and ``_delete`` (set by the subclass); closing
-    replaces them with functions that raise, so hot paths need no check of their own.
+    The store goes through ``_get``, ``_put`` and ``_delete`` (set by the subclass), and
+    ``_held`` and ``_put_held`` if it holds entries unencoded (:meth:`_hold`); closing replaces
+    them with functions that raise, so hot paths need no check of their own.
     """
 
     name: str
     _get: Callable[..., Any]
     _put: Callable[..., Any]
     _delete: Callable[..., Any]
+    _held: Callable[[bytes], tuple[Any, Any, int] | None]
+    _put_held: Callable[[bytes, tuple[Any, Any, int]], None]
     is_open = True
     """False once :meth:`close` ran; every public operation then raises ``StoreClosedError``."""
 
@@ -35,7 +40,16 @@ class ClosableStore:
         def closed(*_args: object) -> Any:
             raise StoreClosedError(message)
 
-        self._get = self._put = self._delete = closed
+        self._get = self._put = self._delete = self._held = self._put_held = closed
+
+    def _hold(self, keyspace: Keyspace) -> None:
+        """Let the keyspace hold entries that surely encode, unencoded, until the commit.
+
+        Entries are ``(value, key, timestamp)`` (see ``Keyspace.hold``): written by
+        ``_put_held``, read back through ``_held``.
+        """
+        self._held = keyspace.hold(pack_held)
+        self._put_held = keyspace.put_held
 
     def _check_open(self) -> None:
         if not self.is_open:

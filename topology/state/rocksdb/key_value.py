@@ -5,94 +5,29 @@ Layout, one keyspace per store:
 * key: the serialized key (the store's ``key_serializer``; a key that serializes to ``None``
   is stored under ``b""``, where the in-memory store sorts it), so RocksDB's unsigned byte
   order is the store's key order;
-* value: the record's timestamp (ms, 8 bytes signed big-endian), the length of the encoded
-  value (4 bytes big-endian), then the value and the original key, each in the state codec
-  (:mod:`topology.state.codec`). A lookup decodes the value alone; a scan decodes the key
-  too, so it returns the original key objects without a key deserializer.
+* value: the entry of :func:`~topology.state.rocksdb.entry.pack_entry` (timestamp, value,
+  original key). A lookup decodes the value alone; a scan decodes the key too, so it
+  returns the original key objects without a key deserializer.
 
 The store keeps nothing of the data in Python: reads go to the keyspace (which sees its own
 pending writes), writes are pending in the keyspace until the owner commits the
-:class:`~topology.state.rocksdb.StateDB`. The store never commits, rolls back or closes it.
+:class:`~topology.state.rocksdb.StateDB`. An entry that surely encodes (numbers, ASCII
+strings: :func:`~topology.state.rocksdb.entry.holds`) is held unencoded by the keyspace until
+the commit, and read back as it was written: a running count is encoded once per commit, not
+once per record. The store never commits, rolls back or closes the database.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..codec import StateCodecError, decode, encode
 from .closable import ClosableStore
 from .codec import prefix_end
+from .entry import holds, pack_entry, unpack_entry, unpack_value, unpack_value_only
 from .keyspace import Keyspace
 
 __all__ = ("RocksDBKeyValueStore",)
-
-_HEADER = struct.Struct(">qI")
-"""Timestamp (ms, signed) and length of the encoded value, at the start of every value."""
-_HEADER_SIZE = _HEADER.size
-_SIZE = struct.Struct(">I")
-"""The length of the encoded value alone (at byte 8), for reads that skip the timestamp."""
-
-
-def pack_entry(value: Any, key: Any, timestamp: int) -> bytes:
-    """The stored bytes of ``value`` for ``key`` at ``timestamp`` (ms): header, value, key.
-
-    Runtime complexity: O(size of the value and the key).
-
-    :raises StateCodecError: the value or the key is of a type the state codec does not
-        write, or the timestamp is outside ``[-2**63, 2**63)``.
-    """
-    data = encode(value)
-    try:
-        header = _HEADER.pack(timestamp, len(data))
-    except struct.error as exc:
-        raise StateCodecError(f"cannot write timestamp {timestamp!r}: {exc}") from exc
-    return header + data + encode(key)
-
-
-def unpack_value(raw: bytes) -> tuple[Any, int]:
-    """``(value, timestamp)`` of bytes written by :func:`pack_entry` (the key is not decoded).
-
-    Runtime complexity: O(size of the value).
-
-    :raises StateCodecError: ``raw`` was not written by :func:`pack_entry`.
-    """
-    try:
-        timestamp, size = _HEADER.unpack_from(raw)
-    except struct.error as exc:
-        raise StateCodecError(f"corrupt state: a store entry of {len(raw)} bytes") from exc
-    return decode(raw[_HEADER_SIZE:_HEADER_SIZE + size]), timestamp
-
-
-def unpack_value_only(raw: bytes) -> Any:
-    """The value of bytes written by :func:`pack_entry` (neither timestamp nor key decoded).
-
-    Runtime complexity: O(size of the value).
-
-    :raises StateCodecError: ``raw`` was not written by :func:`pack_entry`.
-    """
-    try:
-        size = _SIZE.unpack_from(raw, 8)[0]
-    except struct.error as exc:
-        raise StateCodecError(f"corrupt state: a store entry of {len(raw)} bytes") from exc
-    return decode(raw[_HEADER_SIZE:_HEADER_SIZE + size])
-
-
-def unpack_entry(raw: bytes) -> tuple[Any, Any, int]:
-    """``(key, value, timestamp)`` of bytes written by :func:`pack_entry`.
-
-    Runtime complexity: O(size of the value and the key).
-
-    :raises StateCodecError: ``raw`` was not written by :func:`pack_entry`.
-    """
-    try:
-        timestamp, size = _HEADER.unpack_from(raw)
-    except struct.error as exc:
-        raise StateCodecError(f"corrupt state: a store entry of {len(raw)} bytes") from exc
-    end = _HEADER_SIZE + size
-    return decode(raw[end:]), decode(raw[_HEADER_SIZE:end]), timestamp
-
 
 class RocksDBKeyValueStore(ClosableStore):
     """Key-value store of ``key -> (value, timestamp)`` in a keyspace; reads return values.
@@ -147,6 +82,7 @@ class RocksDBKeyValueStore(ClosableStore):
         self._put: Callable[[bytes, bytes], None] = keyspace.put
         self._delete: Callable[[bytes], None] = keyspace.delete
         self._written = next(keyspace.items(), None) is not None
+        self._hold(keyspace)
 
     @property
     def written(self) -> bool:
@@ -166,7 +102,11 @@ class RocksDBKeyValueStore(ClosableStore):
         :raises StoreClosedError: the store is closed.
         :raises StateCodecError: the stored entry is corrupt.
         """
-        raw = self._get(self._key_bytes(key) or b"")
+        key_bytes = self._key_bytes(key) or b""
+        held = self._held(key_bytes)
+        if held is not None:
+            return held[0], held[2]
+        raw = self._get(key_bytes)
         if raw is None:
             return None
         return unpack_value(raw)
@@ -179,6 +119,8 @@ class RocksDBKeyValueStore(ClosableStore):
         """
         if value is None:
             self._delete(self._key_bytes(key) or b"")
+        elif holds(value, key, timestamp):
+            self._put_held(self._key_bytes(key) or b"", (value, key, timestamp))
         else:
             self._put(self._key_bytes(key) or b"", pack_entry(value, key, timestamp))
         self._written = True
@@ -193,12 +135,18 @@ class RocksDBKeyValueStore(ClosableStore):
         :raises StateCodecError: the key or the value cannot be written by the state codec.
         """
         key_bytes = self._key_bytes(key) or b""
-        raw = self._get(key_bytes)
-        if value is not None:
+        held = self._held(key_bytes)
+        raw = None if held is not None else self._get(key_bytes)
+        if value is None:
+            if held is not None or raw is not None:
+                self._delete(key_bytes)
+        elif holds(value, key, timestamp):
+            self._put_held(key_bytes, (value, key, timestamp))
+        else:
             self._put(key_bytes, pack_entry(value, key, timestamp))
-        elif raw is not None:
-            self._delete(key_bytes)
         self._written = True
+        if held is not None:
+            return held[0], held[2]
         return None if raw is None else unpack_value(raw)
 
     # -- public key-value API ----------------------------------------------------------------
@@ -209,7 +157,11 @@ class RocksDBKeyValueStore(ClosableStore):
 
         :raises StoreClosedError: the store is closed.
         """
-        raw = self._get(self._key_bytes(key) or b"")
+        key_bytes = self._key_bytes(key) or b""
+        held = self._held(key_bytes)
+        if held is not None:
+            return held[0]
+        raw = self._get(key_bytes)
         return None if raw is None else unpack_value_only(raw)
 
     def put(self, key: Any, value: Any) -> None:

@@ -6,6 +6,12 @@ write batch; reads see them at once (read-your-own-writes). Pending writes are a
 new keys are appended to a list that is merged in when an ordered view is needed), and a
 sorted list of disjoint deleted ranges. A ``delete_range`` drops the pending writes it covers,
 so a write in the dict is always newer than every range and the commit writes the ranges first.
+
+Write-behind: the store that owns a keyspace may also hold values unencoded
+(:meth:`Keyspace.hold`), newest write per key, and read them back as objects. They are encoded
+into pending writes at the latest moment: before the commit, before any read or write that could
+see them in bytes, and never more than once per key between two commits. A store whose values
+change many times per commit (a running count) so encodes each once per commit, not per record.
 """
 
 from __future__ import annotations
@@ -114,7 +120,8 @@ class Keyspace:
     that way). Not thread-safe: one task uses it at a time.
 
     Methods: looking up (:meth:`get`, :meth:`multi_get`), writing (:meth:`put`,
-    :meth:`delete`, :meth:`delete_range`), iterating (:meth:`items`).
+    :meth:`delete`, :meth:`delete_range`, :meth:`hold` and :meth:`put_held` for values
+    encoded once per commit), iterating (:meth:`items`).
 
     Runtime complexity: a ``get`` without pending writes is one RocksDB point lookup plus one
     flag test; with pending writes, plus a dict lookup and, if ranges were deleted, a bisection
@@ -133,9 +140,9 @@ class Keyspace:
     """
 
     __slots__ = (
-        "_backward_block", "_backward_steps", "_cursors", "_directory", "_dirty", "_fresh",
-        "_get", "_handle", "_items", "_iter", "_keys", "_ranges", "_sorted", "_unusable",
-        "_writes", "name",
+        "_backward_block", "_backward_steps", "_cursors", "_directory", "_dirty", "_encode",
+        "_fresh", "_get", "_handle", "_held", "_items", "_iter", "_keys", "_ranges", "_sorted",
+        "_unusable", "_writes", "name",
     )
 
     def __init__(
@@ -161,6 +168,8 @@ class Keyspace:
         self._sorted: list[bytes] = []
         self._fresh: list[bytes] = []
         self._ranges: list[tuple[bytes, bytes]] = []
+        self._held: dict[bytes, Any] = {}
+        self._encode: Callable[[Any], bytes] | None = None
         self._dirty = False
         self._unusable: str | None = None
 
@@ -181,6 +190,8 @@ class Keyspace:
             raise TypeError(f"get in keyspace {self.name!r}: keys are bytes, got "
                             f"{type(key).__name__}")
         if self._dirty:
+            if key in self._held:
+                self._encode_held()
             writes = self._writes
             if key in writes:
                 return writes[key]
@@ -204,6 +215,8 @@ class Keyspace:
         :raises StateStoreError: RocksDB fails to read, or the database is closed or failed.
         """
         keys = list(keys)
+        if self._held:
+            self._encode_held()
         try:
             if not self._dirty:
                 found: list[bytes | None] = self._get(keys)
@@ -241,6 +254,8 @@ class Keyspace:
         if self._unusable is not None or not (isinstance(key, bytes)
                                               and isinstance(value, bytes)):
             self._refuse("put", key, value)
+        if self._held:
+            self._held.pop(key, None)
         writes = self._writes
         if key not in writes:
             self._fresh.append(key)
@@ -257,10 +272,44 @@ class Keyspace:
         """
         if self._unusable is not None or not isinstance(key, bytes):
             self._refuse("delete", key)
+        if self._held:
+            self._held.pop(key, None)
         writes = self._writes
         if key not in writes:
             self._fresh.append(key)
         writes[key] = None
+        self._dirty = True
+
+    def hold(self, encode: Callable[[Any], bytes]) -> Callable[[bytes], Any]:
+        """Let the owning store write values unencoded with :meth:`put_held`.
+
+        ``encode`` turns a held value into the bytes to write; it must not fail for a value
+        the store holds (the store encodes any value it cannot vouch for itself and writes the
+        bytes with :meth:`put`). Returns the lookup of held values: the value held for a key,
+        or ``None``. A key's newest write is its held value when it has one.
+
+        :raises StateStoreError: the database is closed or failed.
+        """
+        if self._unusable is not None:
+            self._unusable_error(self._unusable)()
+        self._encode_held()
+        self._encode = encode
+        return self._held.get
+
+    def put_held(self, key: bytes, value: Any) -> None:
+        """Set ``key`` to ``value``, held unencoded until it must be bytes (see :meth:`hold`).
+
+        Runtime complexity: O(1), in memory; the encoding happens once per key and commit.
+
+        :raises TypeError: ``key`` is not bytes.
+        :raises ValueError: no :meth:`hold` was called on this keyspace.
+        :raises StateStoreError: the database is closed or failed.
+        """
+        if self._unusable is not None or key.__class__ is not bytes:
+            self._refuse("put_held", key)
+        if self._encode is None:
+            raise ValueError(f"put_held in keyspace {self.name!r} before hold()")
+        self._held[key] = value
         self._dirty = True
 
     def delete_range(self, lo: bytes, hi: bytes) -> None:
@@ -283,6 +332,8 @@ class Keyspace:
             raise ValueError(f"delete_range needs lo <= hi, got lo={lo!r} > hi={hi!r}")
         if lo == hi:
             return
+        if self._held:
+            self._encode_held()
         keys = self._sorted_keys()
         start = bisect_left(keys, lo)
         stop = bisect_left(keys, hi, start)
@@ -331,6 +382,8 @@ class Keyspace:
             )
         if lo is not None and hi is not None and lo >= hi:
             return iter(())
+        if self._held:
+            self._encode_held()
         read_options = ReadOptions()
         if hi is not None:
             read_options.set_iterate_upper_bound(hi)
@@ -376,9 +429,25 @@ class Keyspace:
             else:
                 put(key, value, handle)
 
+    def _encode_held(self) -> None:
+        """Turn every held value into a pending write (see :meth:`hold`)."""
+        held = self._held
+        if not held:
+            return
+        encode = self._encode
+        assert encode is not None, "values are held only after hold()"
+        writes = self._writes
+        fresh = self._fresh
+        for key, value in held.items():
+            if key not in writes:
+                fresh.append(key)
+            writes[key] = encode(value)
+        held.clear()
+
     def _clear_pending(self) -> None:
         """Forget the pending writes (after a commit wrote them, or on rollback)."""
         if self._dirty:
+            self._held.clear()
             self._writes = {}
             self._sorted = []
             self._fresh = []
@@ -402,7 +471,8 @@ class Keyspace:
         assert all(lo < hi for lo, hi in self._ranges), "ranges are not empty"
         ranges = self._ranges
         assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:], strict=False)), "disjoint"
-        assert self._dirty == bool(self._writes or self._ranges), "dirty flag"
+        assert self._dirty == bool(self._writes or self._ranges or self._held), "dirty flag"
+        assert self._encode is not None or not self._held, "values are held only after hold()"
 
     # -- helpers ---------------------------------------------------------------------------
 

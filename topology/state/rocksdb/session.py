@@ -6,7 +6,7 @@ Layout, one keyspace per store:
   serialized key *escaped* (every ``0x00`` byte written ``0x00 0x01``, then ``0x00 0x00``
   to end it, so that comparing escaped keys compares the keys and no escaped key is a prefix
   of another), the session end and the session start (:func:`encode_int64` each); value =
-  the entry of :func:`~topology.state.rocksdb.key_value.pack_entry` (the aggregate, the
+  the entry of :func:`~topology.state.rocksdb.entry.pack_entry` (the aggregate, the
   original key, and the end as timestamp). Byte order is the store's order, Kafka's
   ``RocksDBSessionStore``'s: segment, then key bytes, then end, then start;
 * the observed stream time (the largest session end ever written, ms): key ``b""``, which
@@ -42,7 +42,7 @@ from ..sessions import (
     session_parts,
 )
 from .codec import decode_int64, encode_int64, prefix_end
-from .key_value import pack_entry, unpack_entry, unpack_value_only
+from .entry import pack_entry, unpack_entry, unpack_value_only
 from .keyspace import Keyspace
 from .segmented import OBSERVED_KEY, SegmentedStore
 

@@ -237,6 +237,8 @@ class StateDB:
         dirty = [keyspace for keyspace in self._keyspaces.values() if keyspace._dirty]
         if not (dirty or entries):
             return
+        for keyspace in dirty:
+            keyspace._encode_held()
         try:
             self._keep_views()
         except Exception as exc:

@@ -4,7 +4,7 @@ Layout, one keyspace per store:
 
 * a window: key = window start (ms, :func:`~topology.state.rocksdb.encode_int64`: 8 bytes
   that sort numerically, negative starts first) + the serialized key; value = the entry of
-  :func:`~topology.state.rocksdb.key_value.pack_entry` (timestamp, value, original key). The
+  :func:`~topology.state.rocksdb.entry.pack_entry` (timestamp, value, original key). The
   keyspace's byte order is window start, then key bytes; a scan reads it one segment at a
   time and sorts each segment by key bytes, then start (Kafka's RocksDB window store's
   order: segment, then key, then start);
@@ -18,7 +18,9 @@ segment at a time (starts in ``[i * interval, (i + 1) * interval)``, the interva
 moves on, one ``delete_range`` removes everything before it. No key exists below the start
 of the oldest live segment.
 
-The store keeps nothing of the data in Python, and never commits, rolls back or closes the
+The store keeps nothing of the data in Python but the entries its keyspace holds unencoded
+until the commit (those that surely encode: numbers, ASCII strings; see
+:func:`~topology.state.rocksdb.entry.holds`), and never commits, rolls back or closes the
 :class:`~topology.state.rocksdb.StateDB`. After a ``rollback()`` of the database, construct
 the store again: it reads its stream time back from the keyspace.
 """
@@ -33,7 +35,13 @@ from ..segments import check_store_durations, window_segment_interval
 from ..versioned import segment_id
 from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_window_fetch
 from .codec import decode_int64, encode_int64
-from .key_value import pack_entry, unpack_entry, unpack_value, unpack_value_only
+from .entry import (
+    holds,
+    pack_entry,
+    unpack_entry,
+    unpack_value,
+    unpack_value_only,
+)
 from .keyspace import Keyspace
 from .segmented import OBSERVED_KEY, SegmentedStore
 
@@ -101,6 +109,7 @@ class RocksDBWindowStore(SegmentedStore):
         self.segment_interval_ms = window_segment_interval(retention_ms)
         """Width (ms) of the segments that expire whole."""
         self._live_from = self._first_live_segment(self._observed)
+        self._hold(keyspace)
 
     def _first_live_segment(self, observed: int) -> int:
         """The first start (ms) of the oldest segment live at stream time ``observed``."""
@@ -117,7 +126,11 @@ class RocksDBWindowStore(SegmentedStore):
         """
         if start <= self._observed - self.retention_ms:
             return None
-        raw = self._get(encode_int64(start) + (self._key_bytes(key) or b""))
+        window_key = encode_int64(start) + (self._key_bytes(key) or b"")
+        held = self._held(window_key)
+        if held is not None:
+            return held[0], held[2]
+        raw = self._get(window_key)
         if raw is None:
             return None
         return unpack_value(raw)
@@ -139,6 +152,8 @@ class RocksDBWindowStore(SegmentedStore):
         window_key = encode_int64(start) + (self._key_bytes(key) or b"")
         if value is None:
             self._delete(window_key)
+        elif holds(value, key, timestamp):
+            self._put_held(window_key, (value, key, timestamp))
         else:
             self._put(window_key, pack_entry(value, key, timestamp))
         self._written = True
@@ -185,7 +200,11 @@ class RocksDBWindowStore(SegmentedStore):
             assert time_from is not None
             if time_from <= self._observed - self.retention_ms:
                 return None
-            raw = self._get(encode_int64(time_from) + (self._key_bytes(query.key_from) or b""))
+            window_key = encode_int64(time_from) + (self._key_bytes(query.key_from) or b"")
+            held = self._held(window_key)
+            if held is not None:
+                return held[0]
+            raw = self._get(window_key)
             return None if raw is None else unpack_value_only(raw)
         if query.form == KEY:
             return iter(self._fetch_key(query.key_from, query.time_from, query.time_to))
