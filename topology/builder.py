@@ -11,10 +11,10 @@ from suppress.time import to_millis
 
 from .errors import TopologyError
 from .options import Consumed, K, Materialized, V, checked_materialized, validate_name
+from .runtime.definitions import Definition, Source, StreamStep, TableSource
 from .runtime.getters import KeyValueStoreGetter, VersionedStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
-from .runtime.processor import InternalProcessor
-from .runtime.processors.stateless import PassThrough, SinkProcessor
+from .runtime.processors.stateless import PassThrough, sink_definition
 from .runtime.store_specs import (
     key_value_store_spec,
     session_store_spec,
@@ -123,7 +123,9 @@ class StreamsBuilder:
             looked_up.enable()
             return TableLookup(lambda task: KeyValueStoreGetter(task.stores[store]), (store,))
 
-        node = self.add_node("KTABLE-SOURCE", factory, [source], stores=[store])
+        node = self.add_node("KTABLE-SOURCE", TableSource(create=factory, store=store,
+                                                          versioned=False),
+                             [source], stores=[store])
         self._table_sources.append((node, store, materialize))
         return KTable(self, node, key_serde, value_serde, old,
                       store_name=store if named else None, lookup=lookup)
@@ -146,8 +148,9 @@ class StreamsBuilder:
         self.add_store(versioned_store_spec(store, key_serde, retention, m.segment_interval_ms,
                                             m.persistence))
         old = OldValues()
-        node = self.add_node("KTABLE-SOURCE", lambda: VersionedTableSourceProcessor(store, old),
-                             [source], stores=[store])
+        node = self.add_node("KTABLE-SOURCE", TableSource(
+            create=lambda: VersionedTableSourceProcessor(store, old), store=store,
+            versioned=True), [source], stores=[store])
 
         def lookup() -> TableLookup:
             return TableLookup(lambda task: VersionedStoreGetter(task.stores[store]), (store,))
@@ -277,10 +280,10 @@ class StreamsBuilder:
         validate_name(name + suffix)
         return name + suffix
 
-    def add_node(self, prefix: str, factory: Callable[[], InternalProcessor],
+    def add_node(self, prefix: str, definition: Definition,
                  parents: list[GraphNode], *, name: str | None = None, kind: str = "processor",
                  stores: list[str] | None = None, topics: tuple[str, ...] = ()) -> GraphNode:
-        """Add a node below ``parents`` named ``name`` or ``<prefix>-<n>``.
+        """Add a node doing ``definition`` below ``parents``, named ``name`` or ``<prefix>-<n>``.
 
         :raises TopologyError: for a name that is already taken.
         """
@@ -288,7 +291,7 @@ class StreamsBuilder:
         if node_name in self._names:
             raise TopologyError(f"a processor named {node_name!r} already exists")
         self._names.add(node_name)
-        node = GraphNode(node_name, kind, factory, stores=list(stores or ()), topics=topics)
+        node = GraphNode(node_name, kind, definition, stores=list(stores or ()), topics=topics)
         for parent in parents:
             parent.add_child(node)
         self._nodes.append(node)
@@ -309,8 +312,8 @@ class StreamsBuilder:
         self._source_topics.update(topics)
         if internal:
             self._internal_topics.update(topics)
-        node = self.add_node("KSTREAM-SOURCE", PassThrough, [], name=name, kind="source",
-                             topics=topics)
+        node = self.add_node("KSTREAM-SOURCE", Source(create=PassThrough), [], name=name,
+                             kind="source", topics=topics)
         node.consumed = consumed
         return node
 
@@ -330,8 +333,9 @@ class StreamsBuilder:
         source = self.next_name("KSTREAM-SOURCE")
         if not _GENERATED.fullmatch(prefix):
             sink, filter_name, source = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
-        node = self.add_node("KSTREAM-FILTER", PassThrough, [parent], name=filter_name)
-        self.add_node("KSTREAM-SINK", lambda: SinkProcessor(topic, None, None), [node],
+        node = self.add_node("KSTREAM-FILTER", StreamStep(create=PassThrough, operation="pass"),
+                             [parent], name=filter_name)
+        self.add_node("KSTREAM-SINK", sink_definition(topic), [node],
                       name=sink, kind="sink", topics=(topic,))
         return self._add_source((topic,), Consumed(), internal=True, name=source)
 
@@ -341,7 +345,7 @@ class StreamsBuilder:
 
         Kafka's ``GroupedTableOperationRepartitionNode``; the caller names the nodes.
         """
-        self.add_node("KSTREAM-SINK", lambda: SinkProcessor(topic, None, None), [parent],
+        self.add_node("KSTREAM-SINK", sink_definition(topic), [parent],
                       name=sink, kind="sink", topics=(topic,))
         return self._add_source((topic,), Consumed(), internal=True, name=source)
 

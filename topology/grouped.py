@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .errors import TopologyError
 from .options import K, Materialized, Named, V, checked_materialized, name_of
+from .runtime.definitions import Aggregation
 from .runtime.getters import KeyValueStoreGetter
 from .runtime.graph import GraphNode
 from .runtime.processor import InternalProcessor
 from .runtime.processors import aggregate as ap
 from .runtime.processors.session import SessionWindowAggregateProcessor
 from .runtime.processors.sliding import SlidingWindowAggregateProcessor
-from .runtime.processors.stateless import SinkProcessor
+from .runtime.processors.stateless import sink_definition
 from .runtime.store_specs import session_store_spec, window_store_spec
 from .serde import Serde, Serdes
 from .table import KTable, OldValues, TableLookup, WindowInfo
@@ -67,16 +68,12 @@ def _reducer_as_aggregator(reducer: Callable[[Any, Any], Any]) -> Callable[[Any,
     return lambda key, value, agg: reducer(agg, value)
 
 
-ProcessorFactory = Callable[[str, OldValues], Callable[[], InternalProcessor]]
-"""``factory(store, old_values)`` gives the supplier of an aggregation's processor."""
-
-
 AnyWindows = TimeWindows | SlidingWindows | SessionWindows
 
 
 @dataclass(frozen=True)
 class _Kind:
-    """What differs between aggregations: names, value serde rule, processor, store."""
+    """What differs between aggregations: names, value serde rule, functions, windows."""
 
     prefix: str
     """Processor name prefix, e.g. ``KSTREAM-AGGREGATE``."""
@@ -84,10 +81,35 @@ class _Kind:
     """Generated store names are ``<store_prefix>-STATE-STORE-<n>``."""
     value_serde: Callable[[Materialized, Serde[Any] | None], Serde[Any] | None]
     """``value_serde(materialized, input value serde)``: the result table's value serde."""
-    processor: ProcessorFactory
+    grouped: str
+    """``"stream"`` or ``"table"``."""
+    initializer: Callable[[], Any] | None
+    aggregator: Callable[[Any, Any, Any], Any]
     window: AnyWindows | None = None
+    merger: Callable[[Any, Any, Any], Any] | None = None
+    subtractor: Callable[[Any, Any, Any], Any] | None = None
     late_records_to: str | None = None
     """The topic of records dropped for closed windows (windowed aggregations only)."""
+
+
+def _processor(kind: _Kind, store: str, old: OldValues) -> InternalProcessor:
+    """A fresh processor of the aggregation ``kind`` into ``store``."""
+    window = kind.window
+    if kind.grouped == "table":
+        assert kind.subtractor is not None
+        return ap.TableAggregateProcessor(store, kind.initializer, kind.aggregator,
+                                          kind.subtractor, old)
+    if window is None:
+        return ap.StreamAggregateProcessor(store, kind.initializer, kind.aggregator, old)
+    if isinstance(window, SlidingWindows):
+        assert kind.initializer is not None
+        return SlidingWindowAggregateProcessor(store, window, kind.initializer, kind.aggregator,
+                                               old)
+    if isinstance(window, SessionWindows):
+        assert kind.initializer is not None and kind.merger is not None
+        return SessionWindowAggregateProcessor(store, window, kind.initializer,
+                                               kind.aggregator, kind.merger, old)
+    return ap.WindowedAggregateProcessor(store, window, kind.initializer, kind.aggregator, old)
 
 
 def _count_serde(m: Materialized, _: Serde[Any] | None) -> Serde[Any] | None:
@@ -170,22 +192,25 @@ class _Grouping(ABC):
             info = _add_window_store(b, store, key_serde, window, m.persistence)
         old = OldValues()
         late_sink: list[str] = []  # the sink's name, known once it is added below
-        make = kind.processor(store, old)
 
         def factory() -> InternalProcessor:
-            proc = make()
+            proc = _processor(kind, store, old)
             if late_sink:
                 proc.late_sink = late_sink[0]  # type: ignore[attr-defined]
             return proc
 
-        node = b.add_node(kind.prefix, factory, [source], name=name, stores=[store])
+        definition = Aggregation(
+            create=factory, grouped=kind.grouped, windows=window, initializer=kind.initializer,
+            aggregator=kind.aggregator, store=store, merger=kind.merger,
+            subtractor=kind.subtractor, late_records_to=kind.late_records_to)
+        node = b.add_node(kind.prefix, definition, [source], name=name, stores=[store])
         if info is not None:
             info = replace(info, aggregation=node.name)
         if kind.late_records_to is not None:
             topic = kind.late_records_to
-            key_ser, value_ser = self._key_serde, self._value_serde
             late_sink.append(b.add_node(
-                "KSTREAM-SINK", lambda: SinkProcessor(topic, key_ser, value_ser), [node],
+                "KSTREAM-SINK", sink_definition(topic, self._key_serde, self._value_serde),
+                [node],
                 kind="sink", topics=(topic,)).name)
         lookup = None if window is not None else (lambda: TableLookup(
             lambda task: KeyValueStoreGetter(task.stores[store]), (store,)))
@@ -224,21 +249,14 @@ def _stream_kind(prefix: str, value_serde: Callable[..., Serde[Any] | None],
                  initializer: Callable[[], Any] | None, aggregator: Callable[[Any, Any, Any], Any],
                  windows: TimeWindows | SlidingWindows | None,
                  late_records_to: str | None = None) -> _Kind:
-    """A grouped-stream aggregation; ``initializer`` None for ``reduce``."""
-    if windows is None:
-        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
-            return lambda: ap.StreamAggregateProcessor(store, initializer, aggregator, old)
-    elif isinstance(windows, SlidingWindows):
-        init = _none if initializer is None else initializer
-        agg = _reducing(aggregator) if initializer is None else aggregator
+    """A grouped-stream aggregation; ``initializer`` None for ``reduce``.
 
-        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
-            return lambda: SlidingWindowAggregateProcessor(store, windows, init, agg, old)
-    else:
-        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
-            return lambda: ap.WindowedAggregateProcessor(store, windows, initializer,
-                                                         aggregator, old)
-    return _Kind(prefix, prefix, value_serde, processor, windows, late_records_to)
+    In sliding windows a ``reduce`` starts from ``None`` (the first value starts it).
+    """
+    if isinstance(windows, SlidingWindows) and initializer is None:
+        initializer, aggregator = _none, _reducing(aggregator)
+    return _Kind(prefix, prefix, value_serde, "stream", initializer, aggregator, windows,
+                 late_records_to=late_records_to)
 
 
 def _none() -> None:
@@ -450,14 +468,8 @@ class SessionWindowedKStream(Generic[K, V]):
     def _kind(self, prefix: str, value_serde: Callable[..., Serde[Any] | None],
               initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
               merger: Callable[[Any, Any, Any], Any], late_records_to: str | None) -> _Kind:
-        windows = self._windows
-
-        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
-            return lambda: SessionWindowAggregateProcessor(store, windows, initializer,
-                                                           aggregator, merger, old)
-
-        return _Kind(prefix, prefix, value_serde, processor, windows,
-                     _late_topic(late_records_to))
+        return _Kind(prefix, prefix, value_serde, "stream", initializer, aggregator,
+                     self._windows, merger, late_records_to=_late_topic(late_records_to))
 
     def count(self, materialized: Materialized | None = None, *,
               late_records_to: str | None = None,
@@ -566,13 +578,9 @@ class KGroupedTable(_Grouping, Generic[K, V]):
         """
         _check(adder, "adder")
         _check(subtractor, "subtractor")
-
-        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
-            return lambda: ap.TableAggregateProcessor(
-                store, None, lambda k, v, agg: adder(agg, v),
-                lambda k, v, agg: subtractor(agg, v), old)
-
-        kind = _Kind("KTABLE-REDUCE", "KTABLE-AGGREGATE", _reduce_serde, processor)
+        kind = _Kind("KTABLE-REDUCE", "KTABLE-AGGREGATE", _reduce_serde, "table", None,
+                     lambda k, v, agg: adder(agg, v),
+                     subtractor=lambda k, v, agg: subtractor(agg, v))
         return self._aggregate(kind, materialized, named=named)
 
     def aggregate(self, initializer: Callable[[], VA], adder: Callable[[K, V, VA], VA],
@@ -596,8 +604,6 @@ class KGroupedTable(_Grouping, Generic[K, V]):
                          adder: Callable[[Any, Any, Any], Any],
                          subtractor: Callable[[Any, Any, Any], Any],
                          named: Named | None) -> KTable[Any, Any]:
-        def processor(store: str, old: OldValues) -> Callable[[], InternalProcessor]:
-            return lambda: ap.TableAggregateProcessor(store, initializer, adder, subtractor, old)
-
-        return self._aggregate(_Kind(prefix, prefix, value_serde, processor), materialized,
-                               named=named)
+        kind = _Kind(prefix, prefix, value_serde, "table", initializer, adder,
+                     subtractor=subtractor)
+        return self._aggregate(kind, materialized, named=named)

@@ -11,6 +11,7 @@ from suppress.time import to_millis
 from .errors import TopologyError
 from .options import Grouped, K, Named, Produced, V, name_of
 from .runtime.api import Processor
+from .runtime.definitions import StreamStep, StreamTableJoin, UserProcessor
 from .runtime.graph import GraphNode
 from .runtime.processors import stateless as sp
 from .runtime.processors.join import StreamTableJoinProcessor
@@ -52,15 +53,16 @@ class KStream(Generic[K, V]):
         self._value_serde = value_serde
         self._repartition_required = repartition_required
 
-    def _then(self, prefix: str, factory: Callable[[], Any], named: Named | None, *,
-              key_changed: bool = False, keep_value_serde: bool = True) -> KStream[Any, Any]:
-        """Add one node below this stream: ``named``'s name or ``<prefix>-<n>``.
+    def _then(self, prefix: str, operation: str, factory: Callable[[], Any],
+              named: Named | None, *, key_changed: bool = False,
+              keep_value_serde: bool = True) -> KStream[Any, Any]:
+        """Add one stateless step below this stream: ``named``'s name or ``<prefix>-<n>``.
 
         A number is spent even for a given name (``NamedInternal.orElseGenerateWithPrefix``).
         """
         b = self._builder
-        node = b.add_node(prefix, factory, [self._node],
-                          name=b.given_or_next(prefix, name_of(named)))
+        node = b.add_node(prefix, StreamStep(create=factory, operation=operation),
+                          [self._node], name=b.given_or_next(prefix, name_of(named)))
         return KStream(
             self._builder, node,
             None if key_changed else self._key_serde,
@@ -76,7 +78,8 @@ class KStream(Generic[K, V]):
             ``Named``); without it ``KSTREAM-FILTER-<n>``.
         """
         _check_callable(predicate, "filter predicate")
-        return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, False), named)
+        return self._then("KSTREAM-FILTER", "filter",
+                          lambda: sp.FilterProcessor(predicate, False), named)
 
     def filter_not(self, predicate: Callable[[K, V], bool], *,
                    named: Named | None = None) -> KStream[K, V]:
@@ -86,7 +89,8 @@ class KStream(Generic[K, V]):
             ``Named``); without it ``KSTREAM-FILTER-<n>``.
         """
         _check_callable(predicate, "filter_not predicate")
-        return self._then("KSTREAM-FILTER", lambda: sp.FilterProcessor(predicate, True), named)
+        return self._then("KSTREAM-FILTER", "filter_not",
+                          lambda: sp.FilterProcessor(predicate, True), named)
 
     def map(self, mapper: Callable[[K, V], tuple[KR, VR]], *,
             named: Named | None = None) -> KStream[KR, VR]:
@@ -96,7 +100,8 @@ class KStream(Generic[K, V]):
             ``Named``); without it ``KSTREAM-MAP-<n>``.
         """
         _check_callable(mapper, "map mapper")
-        return self._then("KSTREAM-MAP", lambda: sp.MapProcessor(mapper), named,
+        return self._then("KSTREAM-MAP", "map",
+                          lambda: sp.MapProcessor(mapper), named,
                           key_changed=True, keep_value_serde=False)
 
     def map_values(self, mapper: Callable[[V], VR], *,
@@ -107,7 +112,8 @@ class KStream(Generic[K, V]):
             ``Named``); without it ``KSTREAM-MAPVALUES-<n>``.
         """
         _check_callable(mapper, "map_values mapper")
-        return self._then("KSTREAM-MAPVALUES", lambda: sp.MapValuesProcessor(mapper), named,
+        return self._then("KSTREAM-MAPVALUES", "map_values",
+                          lambda: sp.MapValuesProcessor(mapper), named,
                           keep_value_serde=False)
 
     def flat_map(self, mapper: Callable[[K, V], Iterable[tuple[KR, VR]]], *,
@@ -118,7 +124,8 @@ class KStream(Generic[K, V]):
             ``Named``); without it ``KSTREAM-FLATMAP-<n>``.
         """
         _check_callable(mapper, "flat_map mapper")
-        return self._then("KSTREAM-FLATMAP", lambda: sp.FlatMapProcessor(mapper), named,
+        return self._then("KSTREAM-FLATMAP", "flat_map",
+                          lambda: sp.FlatMapProcessor(mapper), named,
                           key_changed=True, keep_value_serde=False)
 
     def flat_map_values(self, mapper: Callable[[V], Iterable[VR]], *,
@@ -129,7 +136,8 @@ class KStream(Generic[K, V]):
             ``Named``); without it ``KSTREAM-FLATMAPVALUES-<n>``.
         """
         _check_callable(mapper, "flat_map_values mapper")
-        return self._then("KSTREAM-FLATMAPVALUES", lambda: sp.FlatMapValuesProcessor(mapper),
+        return self._then("KSTREAM-FLATMAPVALUES", "flat_map_values",
+                          lambda: sp.FlatMapValuesProcessor(mapper),
                           named, keep_value_serde=False)
 
     def select_key(self, mapper: Callable[[K, V], KR], *,
@@ -140,7 +148,8 @@ class KStream(Generic[K, V]):
             ``Named``); without it ``KSTREAM-KEY-SELECT-<n>``.
         """
         _check_callable(mapper, "select_key mapper")
-        return self._then("KSTREAM-KEY-SELECT", lambda: sp.SelectKeyProcessor(mapper), named,
+        return self._then("KSTREAM-KEY-SELECT", "select_key",
+                          lambda: sp.SelectKeyProcessor(mapper), named,
                           key_changed=True)
 
     def peek(self, action: Callable[[K, V], None], *,
@@ -151,7 +160,8 @@ class KStream(Generic[K, V]):
             ``Named``); without it ``KSTREAM-PEEK-<n>``.
         """
         _check_callable(action, "peek action")
-        return self._then("KSTREAM-PEEK", lambda: sp.PeekProcessor(action), named)
+        return self._then("KSTREAM-PEEK", "peek",
+                          lambda: sp.PeekProcessor(action), named)
 
     def merge(self, other: KStream[K, V], *, named: Named | None = None) -> KStream[K, V]:
         """Interleave this stream with ``other`` (records keep their own timestamps).
@@ -164,7 +174,8 @@ class KStream(Generic[K, V]):
         if not isinstance(other, KStream) or other._builder is not self._builder:
             raise TopologyError("merge() needs a KStream of the same StreamsBuilder")
         b = self._builder
-        node = b.add_node("KSTREAM-MERGE", sp.PassThrough, [self._node, other._node],
+        node = b.add_node("KSTREAM-MERGE", StreamStep(create=sp.PassThrough, operation="merge"),
+                          [self._node, other._node],
                           name=b.given_or_next("KSTREAM-MERGE", name_of(named)))
         same_key = self._key_serde is other._key_serde
         same_value = self._value_serde is other._value_serde
@@ -184,7 +195,7 @@ class KStream(Generic[K, V]):
         out: Produced[K, V] = produced or Produced()
         b = self._builder
         b.add_node(
-            "KSTREAM-SINK", lambda: sp.SinkProcessor(topic, out.key_serde, out.value_serde),
+            "KSTREAM-SINK", sp.sink_definition(topic, out.key_serde, out.value_serde),
             [self._node], name=b.given_or_next("KSTREAM-SINK", name_of(named)), kind="sink",
             topics=(topic,))
 
@@ -208,7 +219,9 @@ class KStream(Generic[K, V]):
                 raise TopologyError(f"process(): no state store named {name!r}; add it with "
                                     "StreamsBuilder.add_state_store first")
         node = self._builder.add_node(
-            "KSTREAM-PROCESSOR", lambda: sp.UserProcessorAdapter(supplier, store_names),
+            "KSTREAM-PROCESSOR", UserProcessor(
+                create=lambda: sp.UserProcessorAdapter(supplier, store_names),
+                stores=tuple(store_names)),
             [self._node], name=name_of(named), stores=list(store_names))
         return KStream(self._builder, node, None, None, True)
 
@@ -284,8 +297,10 @@ class KStream(Generic[K, V]):
         key_ser = serializer_of(self._key_serde)
         prefix = "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN"
         node = b.add_node(
-            prefix,
-            lambda: StreamTableJoinProcessor(lookup.getter, joiner, left, grace_ms, key_ser),
+            prefix, StreamTableJoin(
+                create=lambda: StreamTableJoinProcessor(lookup.getter, joiner, left, grace_ms,
+                                                        key_ser),
+                stores=tuple(lookup.stores), left=left, grace_ms=grace_ms),
             [parent], name=b.given_or_next(prefix, given), stores=list(lookup.stores))
         return KStream(b, node, self._key_serde, None)
 
@@ -310,8 +325,9 @@ class KStream(Generic[K, V]):
 
         g: Grouped[Any, V] = grouped or Grouped()
         name = self._builder.given_or_next("KSTREAM-KEY-SELECT", g.name)
-        node = self._builder.add_node("KSTREAM-KEY-SELECT",
-                                      lambda: sp.SelectKeyProcessor(selector), [self._node],
-                                      name=name)
+        node = self._builder.add_node(
+            "KSTREAM-KEY-SELECT",
+            StreamStep(create=lambda: sp.SelectKeyProcessor(selector), operation="group_by"),
+            [self._node], name=name)
         return KGroupedStream(self._builder, node, g.key_serde,
                               g.value_serde or self._value_serde, True, g.name)

@@ -10,6 +10,13 @@ from suppress.config import Suppressed
 
 from .errors import TopologyError
 from .options import Grouped, K, Materialized, Named, V, checked_materialized, name_of
+from .runtime.definitions import (
+    Definition,
+    Suppression,
+    TableRegroup,
+    TableStep,
+    ToStream,
+)
 from .runtime.getters import (
     FilterGetter,
     GetterFactory,
@@ -129,7 +136,7 @@ class KTable(Generic[K, V]):
         """Whether this table reads a versioned store (joins look it up as of a time)."""
         return self._history_retention_ms is not None
 
-    def _derive(self, prefix: str, factory: Callable[[], Any], old: OldValues,
+    def _derive(self, prefix: str, definition: Definition, old: OldValues,
                 value_serde: Serde[Any] | None, name: str | None = None, *,
                 named: Named | None = None,
                 stores: list[str] | None = None,
@@ -138,7 +145,7 @@ class KTable(Generic[K, V]):
         b = self._builder
         if name is None:  # NamedInternal.orElseGenerateWithPrefix: a number spent either way
             name = b.given_or_next(prefix, name_of(named))
-        node = b.add_node(prefix, factory, [self._node], name=name, stores=stores)
+        node = b.add_node(prefix, definition, [self._node], name=name, stores=stores)
         return KTable(self._builder, node, self._key_serde, value_serde, old, self._window,
                       lookup=lookup, history_retention_ms=history_retention_ms)
 
@@ -184,8 +191,10 @@ class KTable(Generic[K, V]):
         def keep(key: K, value: V) -> bool:
             return bool(predicate(key, value)) is not negate
 
-        return self._derive("KTABLE-FILTER",
-                            lambda: tp.TableFilterProcessor(predicate, negate, old, versioned),
+        return self._derive("KTABLE-FILTER", TableStep(
+                            create=lambda: tp.TableFilterProcessor(predicate, negate, old,
+                                                                   versioned),
+                            operation="filter_not" if negate else "filter"),
                             old, self._value_serde, named=named,
                             lookup=self._derived_lookup(lambda g: FilterGetter(g, keep)),
                             history_retention_ms=self._history_retention_ms)
@@ -211,7 +220,9 @@ class KTable(Generic[K, V]):
         if not callable(mapper):
             raise TypeError("map_values mapper must be callable")
         old = OldValues(self._old_values)
-        return self._derive("KTABLE-MAPVALUES", lambda: tp.TableMapValuesProcessor(mapper, old),
+        return self._derive("KTABLE-MAPVALUES", TableStep(
+                            create=lambda: tp.TableMapValuesProcessor(mapper, old),
+                            operation="map_values"),
                             old, None, named=named,
                             lookup=self._derived_lookup(lambda g: MapValuesGetter(g, mapper)),
                             history_retention_ms=self._history_retention_ms)
@@ -225,7 +236,7 @@ class KTable(Generic[K, V]):
         from .stream import KStream
 
         b = self._builder
-        node = b.add_node("KTABLE-TOSTREAM", tp.ToStreamProcessor, [self._node],
+        node = b.add_node("KTABLE-TOSTREAM", ToStream(create=tp.ToStreamProcessor), [self._node],
                           name=b.given_or_next("KTABLE-TOSTREAM", name_of(named)))
         return KStream(self._builder, node, self._key_serde, self._value_serde)
 
@@ -285,8 +296,12 @@ class KTable(Generic[K, V]):
         self._old_values.enable()
         return self._derive(
             "KTABLE-SUPPRESS",
-            lambda: SuppressNodeProcessor(suppressed, delay, key_ser, value_ser, buffer_time,
-                                          store, upstream),
+            Suppression(create=lambda: SuppressNodeProcessor(suppressed, delay, key_ser,
+                                                             value_ser, buffer_time, store,
+                                                             upstream),
+                        suppressed=suppressed, delay_ms=delay, store=store,
+                        key_serializer=key_ser, value_serializer=value_ser,
+                        buffer_time=buffer_time),
             OldValues(self._old_values), self._value_serde, name=name, stores=[store],
             lookup=self._suppressed_lookup(name, store),
         )
@@ -330,9 +345,9 @@ class KTable(Generic[K, V]):
         grouped = grouped or Grouped()
         self._old_values.enable()
         name = self._builder.given_or_next("KTABLE-SELECT", grouped.name)
-        node = self._builder.add_node("KTABLE-SELECT",
-                                      lambda: tp.TableRepartitionMapProcessor(selector),
-                                      [self._node], name=name)
+        node = self._builder.add_node(
+            "KTABLE-SELECT", TableRegroup(create=lambda: tp.TableRepartitionMapProcessor(selector)),
+            [self._node], name=name)
         return KGroupedTable(self._builder, node, grouped.key_serde, grouped.value_serde,
                              grouped.name)
 
@@ -414,13 +429,14 @@ class KTable(Generic[K, V]):
         def reversed_joiner(other_value: Any, this_value: Any) -> Any:
             return joiner(this_value, other_value)
 
-        this_node = b.add_node("KTABLE-JOINTHIS", lambda: TableJoinProcessor(
-            other_lookup.getter, joiner, this_mode, old), [self._node], name=this_name,
-            stores=list(other_lookup.stores))
-        other_node = b.add_node("KTABLE-JOINOTHER", lambda: TableJoinProcessor(
-            this_lookup.getter, reversed_joiner, other_mode, old), [other._node],
-            name=other_name, stores=list(this_lookup.stores))
-        merge = b.add_node("KTABLE-MERGE", lambda: TableJoinMerger(store, old),
+        this_node = b.add_node("KTABLE-JOINTHIS", TableStep(create=lambda: TableJoinProcessor(
+            other_lookup.getter, joiner, this_mode, old), operation="join-this"),
+            [self._node], name=this_name, stores=list(other_lookup.stores))
+        other_node = b.add_node("KTABLE-JOINOTHER", TableStep(create=lambda: TableJoinProcessor(
+            this_lookup.getter, reversed_joiner, other_mode, old), operation="join-other"),
+            [other._node], name=other_name, stores=list(this_lookup.stores))
+        merge = b.add_node("KTABLE-MERGE", TableStep(create=lambda: TableJoinMerger(store, old),
+                                                     operation="join-merge"),
                            [this_node, other_node], name=merge_name,
                            stores=[] if store is None else [store])
 

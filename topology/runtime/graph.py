@@ -1,6 +1,7 @@
 """The processor graph that DSL calls build.
 
-DSL handles only validate arguments and add :class:`GraphNode` objects;
+DSL handles only validate arguments and add :class:`GraphNode` objects, each carrying its
+:mod:`~topology.runtime.definitions` entry;
 :meth:`topology.StreamsBuilder.build` freezes them into a :class:`~topology.Topology`, and
 each task (:mod:`topology.runtime.task`) creates fresh processors and stores from it, so tasks
 share no state.
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from .definitions import Definition
 from .processor import InternalProcessor
 
 if TYPE_CHECKING:
@@ -29,7 +31,8 @@ class StoreSpec:
     ``factory()`` makes the in-memory store; ``persistent_factory(keyspace)`` the RocksDB one
     on a keyspace of the task's state database. ``persistence`` is the user's choice:
     ``None`` follows the runtime, ``True``/``False`` force RocksDB/memory.
-    ``parameters`` are what lays the store out on disk (see :attr:`signature`).
+    ``parameters`` are what lays the store out on disk (see :attr:`signature`);
+    ``key_serializer`` writes the keys.
     """
 
     name: str
@@ -41,6 +44,8 @@ class StoreSpec:
     """``(name, ms)`` pairs that fix where the store's records go on disk: window size,
     retention, history retention, segment interval. ``None``: read from a fresh in-memory
     store (``factory()``), its :data:`LAYOUT_ATTRIBUTES` that are ints."""
+    key_serializer: Callable[[Any], bytes | None] | None = None
+    """The bytes of a key (they define equality and order); ``None`` where not given."""
 
     @cached_property
     def signature(self) -> str:
@@ -78,13 +83,19 @@ class GraphNode:
 
     name: str
     kind: str  # "source" | "processor" | "sink"
-    factory: Callable[[], InternalProcessor]
+    definition: Definition
+    """What the node does, as the DSL call defined it."""
     parents: list[GraphNode] = field(default_factory=list)
     children: list[GraphNode] = field(default_factory=list)
     stores: list[str] = field(default_factory=list)
     topics: tuple[str, ...] = ()
     consumed: Any = None
     """A source's ``Consumed`` (serdes of the records piped into its topics)."""
+
+    @property
+    def factory(self) -> Callable[[], InternalProcessor]:
+        """The supplier of a fresh processor for one task (the definition's ``create``)."""
+        return self.definition.create
 
     def add_child(self, child: GraphNode) -> None:
         """Connect ``child`` below this node."""

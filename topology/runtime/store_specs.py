@@ -120,7 +120,8 @@ def session_store_spec(name: str, key_serde: Any, retention_ms: int,
 
     return StoreSpec(name, "session", memory, persistent, persistence,
                      (("retention_ms", retention_ms),
-                      ("segment_interval_ms", checked.segment_interval_ms)))  # default if None
+                      ("segment_interval_ms", checked.segment_interval_ms)),  # default if None
+                     key_serializer=key_ser)
 
 
 def window_store_spec(name: str, key_serde: Any, window_size_ms: int, retention_ms: int,
@@ -153,7 +154,8 @@ def window_store_spec(name: str, key_serde: Any, window_size_ms: int, retention_
         return RocksDBWindowStore(name, key_ser, window_size_ms, retention_ms, keyspace)
 
     return StoreSpec(name, "window", memory, persistent, persistence,
-                     (("window_size_ms", window_size_ms), ("retention_ms", retention_ms)))
+                     (("window_size_ms", window_size_ms), ("retention_ms", retention_ms)),
+                     key_serializer=key_ser)
 
 
 def key_value_store_spec(name: str, key_serde: Any, persistence: bool | None = None
@@ -178,7 +180,7 @@ def key_value_store_spec(name: str, key_serde: Any, persistence: bool | None = N
 
         return RocksDBKeyValueStore(name, key_ser, keyspace)
 
-    return StoreSpec(name, "key-value", memory, persistent, persistence)
+    return StoreSpec(name, "key-value", memory, persistent, persistence, key_serializer=key_ser)
 
 
 def versioned_store_spec(name: str, key_serde: Any, history_retention_ms: int,
@@ -214,4 +216,5 @@ def versioned_store_spec(name: str, key_serde: Any, history_retention_ms: int,
 
     return StoreSpec(name, "versioned", memory, persistent, persistence,
                      (("history_retention_ms", checked.history_retention_ms),
-                      ("segment_interval_ms", checked.segment_interval_ms)))
+                      ("segment_interval_ms", checked.segment_interval_ms)),
+                     key_serializer=key_ser)

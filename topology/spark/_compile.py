@@ -47,41 +47,48 @@ from suppress.config import BufferConfig, BufferFullStrategy, Suppressed
 from suppress.entry import RecordContext
 
 from ..errors import TopologyError
+from ..runtime.definitions import (
+    Aggregation,
+    Definition,
+    StreamStep,
+    StreamTableJoin,
+    Suppression,
+    TableRegroup,
+    TableSource,
+    TableStep,
+    ToStream,
+    UserProcessor,
+)
 from ..runtime.engine import DEFAULT_APPLICATION_ID
-from ..runtime.graph import GraphNode
+from ..runtime.graph import GraphNode, StoreSpec
 from ..runtime.processor import InternalProcessor
 from ..runtime.processors import stateless as sp
-from ..runtime.processors.aggregate import (
-    StreamAggregateProcessor,
-    TableAggregateProcessor,
-    WindowedAggregateProcessor,
-    count_adder,
-    count_initializer,
-)
-from ..runtime.processors.join import StreamTableJoinProcessor
-from ..runtime.processors.session import SessionWindowAggregateProcessor
-from ..runtime.processors.sliding import SlidingWindowAggregateProcessor
-from ..runtime.processors.suppress import SuppressNodeProcessor
-from ..runtime.processors.table import ToStreamProcessor
+from ..runtime.processors.aggregate import count_adder, count_initializer
 from ..serde import Serde, serializer_of
 from ..topology import Topology
+from ..windows import SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = ("AGGREGATION", "DROPS", "OUTPUTS", "TABLE_UPDATE", "BatchedAggregationSpec", "ChainSpec",
            "JoinSpec", "Plan", "ReadInternalTopic", "RegroupSpec", "TimeLimitSpec",
            "UnsupportedTopologyError", "WindowSpec", "compile_topology", "groups_by_bytes")
 
-STATELESS = (sp.PassThrough, sp.FilterProcessor, sp.MapProcessor, sp.MapValuesProcessor,
-             sp.FlatMapProcessor, sp.FlatMapValuesProcessor, sp.SelectKeyProcessor,
-             sp.PeekProcessor)
-"""Processors that keep no state: run record by record on the executors."""
+def _windowed(definition: Definition) -> bool:
+    """Whether a node is an aggregation the runner compiles to Spark's windowed one.
 
-WINDOWED = (WindowedAggregateProcessor, SessionWindowAggregateProcessor)
-"""The windowed aggregations the runner compiles to Spark's (time windows, sessions)."""
+    Time windows and sessions; sliding windows run in the batched processor.
+    """
+    return isinstance(definition, Aggregation) and isinstance(
+        definition.windows, TimeWindows | SessionWindows)
 
-AGGREGATIONS = (*WINDOWED, SlidingWindowAggregateProcessor, StreamAggregateProcessor,
-                TableAggregateProcessor)
-"""Every aggregation of a grouped stream or table: compiled to Spark's windowed
-aggregation, or run in the batched processor."""
+
+def _final_results(definition: Definition) -> bool:
+    """Whether a node is a final-results suppression (``until_window_closes``)."""
+    return isinstance(definition, Suppression) and definition.suppressed.final_results
+
+
+def _time_limit(definition: Definition) -> bool:
+    """Whether a node is a time-limit suppression (``until_time_limit``)."""
+    return isinstance(definition, Suppression) and not definition.suppressed.final_results
 
 AGGREGATION = -1
 """The route of records that reach the stateful node: the windowed aggregation or the
@@ -132,12 +139,14 @@ class ChainSpec:
     ``nodes[i] = (name, factory, children)``; a child is a node index, or ``("out", route,
     node name)`` for a record leaving the chain: ``route`` is the index of an output topic
     in ``topics``, or :data:`AGGREGATION`. ``roots`` maps each source topic (for the post
-    chain: ``""``) to the node indices that receive its records.
+    chain: ``""``) to the node indices that receive its records; ``to_streams`` holds the
+    indices of the ``to_stream()`` nodes (they run no user code).
     """
 
     nodes: tuple[tuple[str, Callable[[], InternalProcessor], tuple[Any, ...]], ...]
     roots: dict[str, tuple[int, ...]]
     topics: tuple[str, ...]
+    to_streams: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -294,28 +303,29 @@ class Plan:
     """For a table aggregation: the table and its ``group_by``, run before ``batched``."""
 
 
-def _what(node: GraphNode, processor: Any) -> str:
-    kinds = {
-        "TableSourceProcessor": "a table source (b.table)",
-        "TableSourceWithoutStore": "a table source (b.table)",
-        "VersionedTableSourceProcessor": "a versioned table source",
-        "StreamTableJoinProcessor": "a stream-table join",
-        "UserProcessorAdapter": "a user processor (process)",
-        "StreamAggregateProcessor": "an aggregation without windows",
-        "TableAggregateProcessor": "a table aggregation",
-        "SuppressNodeProcessor": "a suppression",
-        "ToStreamProcessor": "to_stream()",
-        "WindowedAggregateProcessor": "a windowed aggregation",
-        "SessionWindowAggregateProcessor": "a session-windowed aggregation",
-        "SlidingWindowAggregateProcessor": "a sliding-windowed aggregation",
-    }
-    name = type(processor).__name__
-    return f"{node.name} ({kinds.get(name, name)})"
+def _what(node: GraphNode) -> str:
+    """The node's name and what it is, for an error message."""
+    definition = node.definition
+    if isinstance(definition, TableSource):
+        what = "a versioned table source" if definition.versioned else "a table source (b.table)"
+    elif isinstance(definition, Aggregation):
+        windows = definition.windows
+        what = ("a table aggregation" if definition.grouped == "table" else
+                "an aggregation without windows" if windows is None else
+                "a sliding-windowed aggregation" if isinstance(windows, SlidingWindows) else
+                "a session-windowed aggregation" if isinstance(windows, SessionWindows) else
+                "a windowed aggregation")
+    else:
+        what = {StreamTableJoin: "a stream-table join", UserProcessor: "a user processor "
+                "(process)", Suppression: "a suppression", ToStream: "to_stream()",
+                TableRegroup: "a table's group_by", StreamStep: "a stream step",
+                TableStep: "a table step"}.get(type(definition), type(definition).__name__)
+    return f"{node.name} ({what})"
 
 
-def _refuse(node: GraphNode, processor: Any, why: str) -> UnsupportedTopologyError:
+def _refuse(node: GraphNode, why: str) -> UnsupportedTopologyError:
     return UnsupportedTopologyError(
-        f"DistributedRunner cannot run node {_what(node, processor)}: {why}. It compiles "
+        f"DistributedRunner cannot run node {_what(node)}: {why}. It compiles "
         f"stateless stream steps, one count/reduce/aggregate of a grouped stream (with or "
         f"without windows) or of b.table(topic).group_by(...) + to_stream(), optionally "
         f"suppressed in between, one table "
@@ -331,7 +341,6 @@ def compile_topology(topology: Topology) -> Plan:
     :raises UnsupportedTopologyError: naming the first node that cannot run distributed.
     """
     internal = topology.internal_topics
-    procs = {node.name: node.factory() for node in topology.nodes}
     readers = {t: node for node in topology.nodes if node.kind == "source"
                for t in node.topics if t in internal}
     topics = tuple(sorted(t for n in topology.nodes if n.kind == "sink" for t in n.topics
@@ -346,7 +355,6 @@ def compile_topology(topology: Topology) -> Plan:
     """The first stateful node: the aggregation, the table source of a time limit, or the
     join (a windowed aggregation may follow the join)."""
     window_node: GraphNode | None = None
-    window_proc: WindowedAggregateProcessor | SessionWindowAggregateProcessor | None = None
     batched: BatchedAggregationSpec | None = None
     regroup: RegroupSpec | None = None
     limit: TimeLimitSpec | None = None
@@ -359,72 +367,71 @@ def compile_topology(topology: Topology) -> Plan:
     absorbed: set[str] = set()
     """The suppression node run with its aggregation in the batched processor."""
     for node in topology.nodes:
-        proc = procs[node.name]
+        definition = node.definition
         if node.name in absorbed:
             continue
-        if isinstance(proc, (*AGGREGATIONS, StreamTableJoinProcessor)) or (
-                isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results):
+        if isinstance(definition, Aggregation | StreamTableJoin) or _time_limit(definition):
             if stateful is not None and not (
                     join_node is not None and window_node is None
-                    and isinstance(proc, WINDOWED)) and not (
+                    and _windowed(definition)) and not (
                     window_node is not None and join_node is None and limit is None
-                    and isinstance(proc, StreamTableJoinProcessor)):
-                raise _refuse(node, proc, f"the runner compiles one stateful aggregation or "
-                                          f"join per topology, or an as-of join followed by "
-                                          f"a time- or session-windowed aggregation, and "
-                                          f"{(window_node or stateful).name} is another")
-        if isinstance(proc, AGGREGATIONS):
-            suppression_node, to_streams = _tail(node, proc, procs)
-            suppression = None if suppression_node is None else procs[suppression_node.name]
-            assert suppression is None or isinstance(suppression, SuppressNodeProcessor)
-            if isinstance(proc, WINDOWED) and suppression is not None and \
+                    and isinstance(definition, StreamTableJoin)):
+                raise _refuse(node, f"the runner compiles one stateful aggregation or "
+                                    f"join per topology, or an as-of join followed by "
+                                    f"a time- or session-windowed aggregation, and "
+                                    f"{(window_node or stateful).name} is another")
+        if isinstance(definition, Aggregation):
+            suppression_node, to_streams = _tail(node)
+            suppression = None if suppression_node is None else suppression_node.definition
+            assert suppression is None or isinstance(suppression, Suppression)
+            if _windowed(definition) and suppression is not None and \
                     suppression.suppressed.final_results and not _bounded(suppression):
                 stateful = stateful or node
-                window_node, window_proc = node, proc
+                window_node = node
             elif join_node is not None:
-                raise _refuse(node, proc, "after an as-of join only a time- or session-"
+                raise _refuse(node, "after an as-of join only a time- or session-"
                               "windowed aggregation with suppress(until_window_closes(...)) "
                               "and an unbounded buffer is compiled")
             else:
                 stateful = node
-                batched = _batched_spec(node, proc, suppression_node, suppression, topology)
+                batched = _batched_spec(node, definition, suppression_node, suppression,
+                                        topology)
                 if suppression_node is not None:
                     absorbed.add(suppression_node.name)
-                if isinstance(proc, TableAggregateProcessor):
-                    regroup = _regroup_spec(node, proc, procs, topology, readers)
+                if definition.grouped == "table":
+                    regroup = _regroup_spec(node, topology, readers)
                     exits = {regroup.table: AGGREGATION}
-        elif isinstance(proc, SuppressNodeProcessor) and not proc.suppressed.final_results:
-            stateful = _check_time_limit(node, proc, procs)
-            limit = TimeLimitSpec(node.name, proc.delay_ms, proc.key_serializer,
-                                  proc.suppressed.buffer_config if _bounded(proc) else None)
+        elif isinstance(definition, Suppression) and not definition.suppressed.final_results:
+            stateful = _check_time_limit(node, definition)
+            limit = TimeLimitSpec(node.name, definition.delay_ms, definition.key_serializer,
+                                  definition.suppressed.buffer_config if _bounded(definition)
+                                  else None)
             to_streams = list(node.children)
-        elif isinstance(proc, StreamTableJoinProcessor):
-            table = _check_join(node, proc, procs, topology)
-            store = next(s for s in topology.stores if s.name == node.stores[0])
-            key_ser = store.factory()._key_serializer
+        elif isinstance(definition, StreamTableJoin):
+            table = _check_join(node, topology)
+            store = _store(topology, node.stores[0])
             stateful = stateful or node
             join_node = node
             join = JoinSpec(node.name, table.name, table.factory, store.name, store.factory,
-                            key_ser, proc._grace)
+                            _key_serializer(store), definition.grace_ms)
             exits = {node.name: AGGREGATION, table.name: TABLE_UPDATE}
     if stateful is not None and not exits:
         exits = {stateful.name: AGGREGATION}
     if join_node is not None and window_node is not None and \
             window_node.name not in _downstream(join_node, children):
-        raise _refuse(join_node, procs[join_node.name], f"the runner compiles a windowed "
+        raise _refuse(join_node, f"the runner compiles a windowed "
                       f"aggregation after an as-of join, not before or beside it, and "
                       f"{window_node.name} is not fed by this join")
 
     def refused(node: GraphNode, part: str) -> UnsupportedTopologyError:
-        proc = procs[node.name]
         if part == "pre" and node is window_node:
-            return _refuse(node, proc, f"its records come from the as-of join "
+            return _refuse(node, f"its records come from the as-of join "
                                        f"{join_node.name if join_node else ''} and from "
                                        f"elsewhere: a windowed aggregation after a join is "
                                        f"compiled only when all its records pass the join")
-        if isinstance(proc, WINDOWED):
-            return _refuse(node, proc, "only one windowed aggregation is compiled")
-        return _refuse(node, proc, _reason(proc))
+        if _windowed(node.definition):
+            return _refuse(node, "only one windowed aggregation is compiled")
+        return _refuse(node, _reason(node.definition))
 
     def chain(roots: dict[str, list[GraphNode]], part: str, heads: tuple[GraphNode, ...],
               exits: dict[str, int]) -> ChainSpec:
@@ -439,11 +446,10 @@ def compile_topology(topology: Topology) -> Plan:
             node = stack.pop()
             if node.name in index:
                 continue
-            proc = procs[node.name]
             if node.kind == "sink" and node.topics[0] not in internal:
                 continue
-            if node.kind not in ("source", "sink") and not isinstance(proc, STATELESS) and \
-                    node not in heads:
+            if node.kind not in ("source", "sink") and \
+                    not isinstance(node.definition, StreamStep) and node not in heads:
                 if node.name in exits:
                     continue
                 raise refused(node, part)
@@ -469,7 +475,9 @@ def compile_topology(topology: Topology) -> Plan:
             specs.append((node.name, factory, tuple(kids)))
         root_index = {topic: tuple(index[n.name] for n in ns if n.name in index)
                       for topic, ns in roots.items()}
-        return ChainSpec(tuple(specs), root_index, topics)
+        to_streams = frozenset(i for i, node in enumerate(order)
+                               if isinstance(node.definition, ToStream))
+        return ChainSpec(tuple(specs), root_index, topics, to_streams)
 
     sources: dict[str, Any] = {}
     roots: dict[str, list[GraphNode]] = {}
@@ -479,8 +487,8 @@ def compile_topology(topology: Topology) -> Plan:
                 sources[topic] = node.consumed
                 roots[topic] = [node]
     window = None
-    if window_node is not None and window_proc is not None:
-        window = _window_spec(window_node, window_proc, topology)
+    if window_node is not None:
+        window = _window_spec(window_node, topology)
     direct = None
     if window is not None and window.count and window_node is not None and \
             len(window_node.parents) == 1:
@@ -511,142 +519,144 @@ def _downstream(node: GraphNode, children: Callable[[GraphNode], list[GraphNode]
     return seen
 
 
-def _reason(proc: Any) -> str:
-    name = type(proc).__name__
-    if name in ("TableSourceProcessor", "TableSourceWithoutStore",
-                "VersionedTableSourceProcessor", "TableAggregateProcessor"):
+def _reason(definition: Definition) -> str:
+    """Why a node that is not one of the compiled shapes is refused."""
+    if isinstance(definition, TableSource | TableStep | TableRegroup) or (
+            isinstance(definition, Aggregation) and definition.grouped == "table"):
         return "tables keep per-key state that Spark's executors have no operator for here"
-    if name == "StreamTableJoinProcessor":
+    if isinstance(definition, StreamTableJoin):
         return "only one stream-table join is compiled"
-    if name == "UserProcessorAdapter":
+    if isinstance(definition, UserProcessor):
         return "a user processor's stores and punctuations have no Spark equivalent"
-    if isinstance(proc, SuppressNodeProcessor):
+    if isinstance(definition, Suppression):
         return "a suppression is compiled only right after an aggregation or (until_time_limit)" \
                " right on a table source"
-    if isinstance(proc, ToStreamProcessor):
+    if isinstance(definition, ToStream):
         return "to_stream() is compiled only right after an aggregation or its suppression"
     return "it has no compiled form"
 
 
-def _tail(node: GraphNode, proc: Any, procs: dict[str, Any]
-          ) -> tuple[GraphNode | None, list[GraphNode]]:
+def _store(topology: Topology, name: str) -> StoreSpec:
+    """The spec of store ``name``."""
+    return next(spec for spec in topology.stores if spec.name == name)
+
+
+def _key_serializer(store: StoreSpec) -> Callable[[Any], bytes | None]:
+    """The bytes of a store's keys (the fallback encoding where the spec names none)."""
+    return store.key_serializer or serializer_of(None)
+
+
+def _tail(node: GraphNode) -> tuple[GraphNode | None, list[GraphNode]]:
     """An aggregation's suppression (if any) and the ``to_stream()`` nodes after it.
 
     :raises UnsupportedTopologyError: for anything else after the aggregation.
     """
     kids = node.children
     suppression = None
-    if len(kids) == 1 and isinstance(procs[kids[0].name], SuppressNodeProcessor):
+    definition = node.definition
+    if len(kids) == 1 and isinstance(kids[0].definition, Suppression):
         suppression = kids[0]
-        _check_idle_close(suppression, procs[suppression.name])
+        _check_idle_close(suppression)
         kids = suppression.children
-    elif getattr(proc, "late_sink", None) is not None:
-        raise _refuse(node, proc, "late records sent to a topic (late_records_to=) are "
-                      "not compiled")
+    elif isinstance(definition, Aggregation) and definition.late_records_to is not None:
+        raise _refuse(node, "late records sent to a topic (late_records_to=) are not compiled")
     for child in kids:
-        cproc = procs[child.name]
-        if not isinstance(cproc, ToStreamProcessor):
-            raise _refuse(child, cproc, "after an aggregation (and its suppression) only "
-                          "to_stream() is compiled")
+        if not isinstance(child.definition, ToStream):
+            raise _refuse(child, "after an aggregation (and its suppression) only to_stream() "
+                          "is compiled")
     return suppression, list(kids)
 
 
-def _check_idle_close(node: GraphNode, proc: SuppressNodeProcessor) -> None:
+def _check_idle_close(node: GraphNode) -> None:
     """A suppression with idle close is refused: nothing here follows a wall clock."""
-    if proc.suppressed.idle_close_ms is not None:
-        raise _refuse(node, proc, "idle close (with_idle_close) moves a suppression's stream "
+    definition = node.definition
+    assert isinstance(definition, Suppression)
+    if definition.suppressed.idle_close_ms is not None:
+        raise _refuse(node, "idle close (with_idle_close) moves a suppression's stream "
                       "time with the wall clock while no input arrives; the runner's time is "
                       "Spark's watermark, which moves only with input (ForeachBatchRunner "
                       "runs it, its wall clock being the driver's)")
 
 
-def _check_time_limit(node: GraphNode, proc: SuppressNodeProcessor,
-                      procs: dict[str, Any]) -> GraphNode:
+def _check_time_limit(node: GraphNode, definition: Suppression) -> GraphNode:
     """A time limit is compiled right on a table source; return that table source node."""
-    from ..runtime.processors.stateless import TableSourceWithoutStore
-    from ..runtime.processors.table import TableSourceProcessor
-
-    _check_idle_close(node, proc)
-
+    _check_idle_close(node)
     parent = node.parents[0] if len(node.parents) == 1 else None
-    if parent is None or not isinstance(procs[parent.name], TableSourceProcessor
-                                        | TableSourceWithoutStore) or \
+    if parent is None or not isinstance(parent.definition, TableSource) or \
+            parent.definition.versioned or \
             parent.children != [node] or parent.parents[0].children != [parent]:
-        raise _refuse(node, proc, "until_time_limit is compiled only right on a table source "
+        raise _refuse(node, "until_time_limit is compiled only right on a table source "
                       "(b.table(topic).suppress(...)) that nothing else reads")
     for child in node.children:
-        if not isinstance(procs[child.name], ToStreamProcessor):
-            raise _refuse(child, procs[child.name], "after a compiled suppression only "
-                          "to_stream() is supported")
+        if not isinstance(child.definition, ToStream):
+            raise _refuse(child, "after a compiled suppression only to_stream() is supported")
     return parent
 
 
-def _check_join(node: GraphNode, proc: StreamTableJoinProcessor, procs: dict[str, Any],
-                topology: Topology) -> GraphNode:
+def _check_join(node: GraphNode, topology: Topology) -> GraphNode:
     """A join is compiled on a versioned table source nothing else reads; return that node."""
-    from ..runtime.processors.table import VersionedTableSourceProcessor
-
     specs = {s.name: s for s in topology.stores}
     if len(node.stores) != 1 or specs[node.stores[0]].kind != "versioned":
-        raise _refuse(node, proc, "only a join with a versioned table (Materialized."
+        raise _refuse(node, "only a join with a versioned table (Materialized."
                       "versioned) is compiled: its history is what the batched processor "
                       "keeps per bucket of keys")
     store = node.stores[0]
     tables = [n for n in topology.nodes if n.stores == [store]
-              and isinstance(procs[n.name], VersionedTableSourceProcessor)]
+              and isinstance(n.definition, TableSource) and n.definition.versioned]
     if len(tables) != 1:
-        raise _refuse(node, proc, f"the join's table (store {store!r}) is compiled only "
+        raise _refuse(node, f"the join's table (store {store!r}) is compiled only "
                       f"when it is a versioned table source (b.table(topic, Materialized."
                       f"versioned(...))), read as it is")
     table = tables[0]
     source = table.parents[0] if len(table.parents) == 1 else None
     if table.children or source is None or source.children != [table] or \
             set(source.topics) & topology.internal_topics:
-        raise _refuse(table, procs[table.name], "a versioned table is compiled only as the "
-                      "table of one join, with nothing else reading its topic or its changes")
+        raise _refuse(table, "a versioned table is compiled only as the table of one join, "
+                      "with nothing else reading its topic or its changes")
     if len(node.parents) != 1:
-        raise _refuse(node, proc, "the join's stream has more than one parent node")
+        raise _refuse(node, "the join's stream has more than one parent node")
     return table
 
 
-def _window_spec(node: GraphNode, proc: WindowedAggregateProcessor
-                 | SessionWindowAggregateProcessor, topology: Topology) -> WindowSpec:
-    store = next(s for s in topology.stores if s.name == proc._store_name).factory()
-    key_ser: Callable[[Any], bytes | None] = getattr(store, "_key_bytes", serializer_of(None))
-    count = proc._initializer is count_initializer and proc._aggregator is count_adder
-    if isinstance(proc, SessionWindowAggregateProcessor):
-        return WindowSpec(node.name, 0, 0, proc._grace, count, proc._initializer,
-                          proc._aggregator, key_ser, proc._gap, proc._merger)
-    windows = proc._windows
+def _window_spec(node: GraphNode, topology: Topology) -> WindowSpec:
+    definition = node.definition
+    assert isinstance(definition, Aggregation)
+    key_ser = _key_serializer(_store(topology, definition.store))
+    initializer, aggregator = definition.initializer, definition.aggregator
+    count = initializer is count_initializer and aggregator is count_adder
+    windows = definition.windows
+    if isinstance(windows, SessionWindows):
+        return WindowSpec(node.name, 0, 0, windows.grace_ms, count, initializer, aggregator,
+                          key_ser, windows.gap_ms, definition.merger)
+    assert isinstance(windows, TimeWindows)
     return WindowSpec(node.name, windows.size_ms, windows.advance_ms, windows.grace_ms, count,
-                      proc._initializer, proc._aggregator, key_ser)
+                      initializer, aggregator, key_ser)
 
 
-def _bounded(proc: SuppressNodeProcessor) -> bool:
+def _bounded(definition: Suppression) -> bool:
     """Whether a suppression's buffer has a bound that shows in its output.
 
     A spilling buffer's output is the unbounded one's.
     """
-    config = proc.suppressed.buffer_config
+    config = definition.suppressed.buffer_config
     return config.is_bounded and config.strategy is not BufferFullStrategy.SPILL_TO_DISK
 
 
-def _batched_spec(node: GraphNode, proc: Any, suppression_node: GraphNode | None,
-                  suppression: SuppressNodeProcessor | None, topology: Topology
+def _batched_spec(node: GraphNode, definition: Aggregation, suppression_node: GraphNode | None,
+                  suppression: Suppression | None, topology: Topology
                   ) -> BatchedAggregationSpec:
-    store = next(s for s in topology.stores if s.name == proc._store_name)
-    key_ser: Callable[[Any], bytes | None] = getattr(store.factory(), "_key_bytes",
-                                                     serializer_of(None))
-    if isinstance(proc, SlidingWindowAggregateProcessor):
-        kind, span, grace = "sliding", proc._d, proc._grace
-    elif isinstance(proc, SessionWindowAggregateProcessor):
-        kind, span, grace = "session", proc._gap, proc._grace
-    elif isinstance(proc, WindowedAggregateProcessor):
-        kind, span, grace = "time", proc._windows.size_ms, proc._windows.grace_ms
+    store = _store(topology, definition.store)
+    windows = definition.windows
+    if isinstance(windows, SlidingWindows):
+        kind, span, grace = "sliding", windows.time_difference_ms, windows.grace_ms
+    elif isinstance(windows, SessionWindows):
+        kind, span, grace = "session", windows.gap_ms, windows.grace_ms
+    elif isinstance(windows, TimeWindows):
+        kind, span, grace = "time", windows.size_ms, windows.grace_ms
     else:
         kind, span, grace = "none", 0, 0
-    spec = BatchedAggregationSpec(node.name, node.factory, store.name, store.factory, key_ser,
-                                  kind, span, grace)
+    spec = BatchedAggregationSpec(node.name, node.factory, store.name, store.factory,
+                                  _key_serializer(store), kind, span, grace)
     if suppression_node is None or suppression is None:
         return spec
     suppressed = suppression.suppressed
@@ -658,14 +668,12 @@ def _batched_spec(node: GraphNode, proc: Any, suppression_node: GraphNode | None
                    delay_ms=suppression.delay_ms,
                    suppression_key_serializer=suppression.key_serializer,
                    value_serializer=suppression.value_serializer,
-                   buffer_time=suppression._buffer_time)
+                   buffer_time=suppression.buffer_time)
 
 
-def _regroup_spec(node: GraphNode, proc: TableAggregateProcessor, procs: dict[str, Any],
-                  topology: Topology, readers: dict[str, GraphNode]) -> RegroupSpec:
+def _regroup_spec(node: GraphNode, topology: Topology, readers: dict[str, GraphNode]
+                  ) -> RegroupSpec:
     """A table aggregation is compiled on ``b.table(topic).group_by(...)``, nothing else."""
-    from ..runtime.processors.table import TableRepartitionMapProcessor, TableSourceProcessor
-
     why = ("a table aggregation is compiled only as b.table(topic).group_by(...) followed by "
            "count/reduce/aggregate, with nothing else reading the topic or the table")
     parent = node.parents[0] if len(node.parents) == 1 else None
@@ -675,15 +683,15 @@ def _regroup_spec(node: GraphNode, proc: TableAggregateProcessor, procs: dict[st
     table = select.parents[0] if select is not None and len(select.parents) == 1 else None
     source = table.parents[0] if table is not None and len(table.parents) == 1 else None
     if parent is None or topic is None or readers.get(topic) is not parent or \
-            select is None or not isinstance(procs[select.name], TableRepartitionMapProcessor) \
+            select is None or not isinstance(select.definition, TableRegroup) \
             or select.children != sinks or table is None or \
-            not isinstance(procs[table.name], TableSourceProcessor) or \
+            not isinstance(table.definition, TableSource) or table.definition.versioned or \
             table.children != [select] or source is None or source.children != [table] or \
             len(source.topics) != 1 or set(source.topics) & topology.internal_topics:
-        raise _refuse(node, proc, why)
-    store = next(s for s in topology.stores if s.name == table.stores[0])
+        raise _refuse(node, why)
+    store = _store(topology, table.stores[0])
     return RegroupSpec(table.name, table.factory, store.name, store.factory,
-                       store.factory()._key_bytes, select.name, select.factory,
+                       _key_serializer(store), select.name, select.factory,
                        f"{DEFAULT_APPLICATION_ID}-{topic}")
 
 

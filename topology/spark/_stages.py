@@ -27,7 +27,6 @@ from suppress.entry import RecordContext
 from ..runtime.metrics import DropReason, TaskMetrics
 from ..runtime.processor import Entry, InternalProcessor
 from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
-from ..runtime.processors.table import ToStreamProcessor
 from ..serde import Serde
 from ..state.codec import decode, encode
 from ..windows import Window, Windowed
@@ -97,7 +96,7 @@ class Chain:
         """For a post chain of ``to_stream()`` nodes straight into output topics: their
         routes, so that window results skip the chain (the same records, fewer calls)."""
         roots = [i for indices in spec.roots.values() for i in indices]
-        if all(isinstance(procs[i], ToStreamProcessor) and
+        if all(i in spec.to_streams and
                all(not isinstance(kid, int) for kid in spec.nodes[i][2]) for i in roots):
             self.exits = tuple(kid[1] for i in roots for kid in spec.nodes[i][2])
 

@@ -768,10 +768,7 @@ def _routes(chain: ChainSpec) -> set[int]:
 
 def _has_stateless(plan: Plan) -> bool:
     """Whether the post chain runs user code (more than to_stream() and sinks)."""
-    from ..runtime.processors.table import ToStreamProcessor
-
-    return any(not isinstance(factory(), ToStreamProcessor) for _, factory, _ in
-               plan.post.nodes)
+    return len(plan.post.to_streams) < len(plan.post.nodes)
 
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -29,6 +29,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from ..errors import IllegalStateError
+from ..runtime.definitions import Sink as SinkDefinition
 from ..runtime.outputs import OutputTopicReader, ReadBackChecks, TestRecord, read_back_checks
 from ..serde import Serde, fallback_key_bytes, fallback_value_bytes, serializer_of
 from ..topology import Topology
@@ -344,17 +345,14 @@ def deliver(sink: Sink, records: list[TestRecord], batch_id: int, spark: Any) ->
 def _produced_serdes(topology: Topology) -> dict[str, ProducedSerdes | None]:
     """Per output topic, the ``Produced`` serdes of the sinks writing it.
 
-    ``None`` where two sinks write the topic with different serdes. The graph keeps a
-    sink's serdes only in its processor, so each sink's processor is built (not started) to
-    read them.
+    ``None`` where two sinks write the topic with different serdes.
     """
     found: dict[str, ProducedSerdes | None] = {}
     for node in topology.nodes:
-        if node.kind != "sink":
+        definition = node.definition
+        if not isinstance(definition, SinkDefinition):
             continue
-        processor = node.factory()
-        serdes: ProducedSerdes = (getattr(processor, "_key_serde", None),
-                                  getattr(processor, "_value_serde", None))
+        serdes: ProducedSerdes = (definition.key_serde, definition.value_serde)
         for topic in node.topics:
             if topic in found and found[topic] != serdes:
                 found[topic] = None

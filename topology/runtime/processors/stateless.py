@@ -11,6 +11,7 @@ from ...errors import InvalidTimestampError, StoreError
 from ...record import Record
 from ...serde import Serde, serializer_of
 from ..api import Processor, PunctuationType
+from ..definitions import Sink
 from ..processor import Forward, InternalProcessor
 from .table import log_null_key
 
@@ -148,6 +149,13 @@ class PeekProcessor(InternalProcessor):
         """Run the action, then forward."""
         self._action(key, value)
         self.forward(key, value, ctx)
+
+
+def sink_definition(topic: str, key_serde: Serde[Any] | None = None,
+                    value_serde: Serde[Any] | None = None) -> Sink:
+    """The definition of a node writing to ``topic`` with the ``Produced`` serdes given."""
+    return Sink(create=lambda: SinkProcessor(topic, key_serde, value_serde), topic=topic,
+                key_serde=key_serde, value_serde=value_serde)
 
 
 class SinkProcessor(InternalProcessor):
