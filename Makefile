@@ -30,6 +30,19 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,spark]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
+# The oldest pyspark the ForeachBatchRunner supports (3.5.0), with the pandas, numpy and pyarrow
+# that platforms ship beside it, in a venv of its own: the suite's smoke test
+# (tests/spark/test_oldest_pyspark.py) runs the ForeachBatchRunner's tests there.
+OLDEST_VENV := .venv-oldest
+OLDEST_STAMP := $(OLDEST_VENV)/.installed
+OLDEST_PINS := 'pyspark==3.5.0' 'pandas>=2.2,<2.3' 'numpy<2' 'pyarrow==18.*'
+
+$(OLDEST_STAMP): $(STAMP) Makefile
+	[ -x $(OLDEST_VENV)/bin/python ] || $(PY) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST_VENV)/bin/python -m pip install --quiet $(OLDEST_PINS) 'pytest>=8' -e '.[testing]' --config-settings editable_mode=compat
+	touch $(OLDEST_STAMP)
+
 # Spark needs a Java runtime, 17 or newer: say so in one line instead of a JVM stack trace.
 java:
 	@command -v $(JAVA) >/dev/null 2>&1 || { echo "error: Java not found ($(JAVA)): Spark needs Java 17 or newer; install a JDK or JRE 17+ (e.g. apt-get install openjdk-17-jre-headless) and put it on PATH or set JAVA_HOME" >&2; exit 1; }
@@ -46,7 +59,7 @@ example-distributed: $(STAMP) java
 example-driver: $(STAMP)
 	$(PY) examples/final_results.py
 
-test: $(STAMP) java
+test: $(STAMP) $(OLDEST_STAMP) java
 	$(PY) -m ruff check .
 	$(PY) -m mypy --strict suppress
 	$(PY) -m mypy --strict topology
@@ -86,4 +99,4 @@ bench-spark: $(STAMP) java
 	$(PY) benchmarks/spark_runner.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis site
+	rm -rf $(VENV) $(OLDEST_VENV) .pytest_cache .hypothesis site

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from topology import Serdes, Topology, TopologyTestDriver
 from topology.runtime.engine import merge_by_timestamp
+from topology.spark._compat import frame_of
 
 Row = tuple[str, bytes | None, bytes | None, int]
 """(topic, key bytes, value bytes, timestamp ms)"""
@@ -36,7 +37,7 @@ def kafka_table(rows: Sequence[Row]) -> pa.Table:
 
 
 def kafka_df(spark: Any, rows: Sequence[Row]) -> Any:
-    return spark.createDataFrame(kafka_table(rows))
+    return frame_of(spark, kafka_table(rows))
 
 
 def driver_output(topology: Topology, rows: Iterable[Row], topic: str,

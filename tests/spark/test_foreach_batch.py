@@ -342,9 +342,10 @@ def test_data_leaves_spark_through_arrow_only(spark: Any, monkeypatch: pytest.Mo
         monkeypatch.setattr(DataFrame, name, forbidden)
     monkeypatch.setattr(DataFrame, "rdd", property(forbidden))
     arrow_calls: list[int] = []
-    to_arrow = DataFrame.toArrow
-    monkeypatch.setattr(DataFrame, "toArrow",
-                        lambda self: arrow_calls.append(1) or to_arrow(self))
+    name = "toArrow" if hasattr(DataFrame, "toArrow") else "_collect_as_arrow"  # pyspark 3.5
+    collect = getattr(DataFrame, name)
+    monkeypatch.setattr(DataFrame, name, lambda self, *args, **kwargs:
+                        arrow_calls.append(1) or collect(self, *args, **kwargs))
     rows = click_rows(seed=4, n=300)
     sink = sinks.memory()
     run_batches(spark, final_counts(), rows, "counts", 3, sink).close()

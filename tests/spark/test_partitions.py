@@ -33,6 +33,7 @@ from topology.runtime.engine import Engine, merge_by_timestamp
 from topology.runtime.outputs import plain_records
 from topology.runtime.partitioner import partition_for
 from topology.spark import CheckpointMismatchError, ForeachBatchRunner, sinks
+from topology.spark._compat import frame_of
 
 from .helpers import KAFKA_SOURCE
 
@@ -216,7 +217,7 @@ def kafka_partitions_df(spark: Any, records: list[Record]) -> Any:
             pa.timestamp("us", tz="UTC")),
         "timestampType": pa.array([0] * len(rows), pa.int32()),
     }, schema=KAFKA_SOURCE)
-    return spark.createDataFrame(table)
+    return frame_of(spark, table)
 
 
 def three_partitions_in_order(n: int = 600) -> list[Record]:

@@ -10,6 +10,7 @@ import pytest
 
 from topology import Produced, Serdes, StreamsBuilder, TestRecord, Topology, Window, Windowed
 from topology.spark import ForeachBatchRunner, sinks
+from topology.spark._compat import frame_of, to_arrow
 
 from .test_foreach_batch import final_counts
 
@@ -46,7 +47,7 @@ def test_parquet_output_reads_back_in_spark_with_the_batch_id(spark: Any, tmp_pa
                      "(400L) as v(t)")
     with ForeachBatchRunner(final_counts(), sinks={"counts": sinks.parquet(out)}) as runner:
         runner(rows, 0)
-    got = spark.read.parquet(str(out)).orderBy("timestamp").toArrow().to_pylist()
+    got = to_arrow(spark.read.parquet(str(out)).orderBy("timestamp")).to_pylist()
     assert [(r["key"], r["value"], r["batch_id"]) for r in got] == [
         ({"key": "a", "start": 0, "end": 100}, 1, 0),
         ({"key": "a", "start": 100, "end": 200}, 1, 0)]
@@ -61,7 +62,7 @@ def produced_topology() -> Topology:
 
 def test_kafka_frame_gives_spark_the_kafka_sink_schema(spark: Any) -> None:
     frames: list[tuple[Any, int]] = []
-    sink = sinks.kafka_frame(lambda df, batch_id: frames.append((df.toArrow(), batch_id)))
+    sink = sinks.kafka_frame(lambda df, batch_id: frames.append((to_arrow(df), batch_id)))
     df = spark.sql("select 'k' key, v value, 1500L timestamp from values ('abc'), ('delete') "
                    "as t(v)")
     with ForeachBatchRunner(produced_topology(), sinks={"lengths": sink}) as runner:
@@ -69,7 +70,7 @@ def test_kafka_frame_gives_spark_the_kafka_sink_schema(spark: Any) -> None:
         runner(df.limit(0), 5)
     (table, batch_id), (empty, empty_id) = frames
     assert batch_id == 4 and (empty.num_rows, empty_id) == (0, 5)
-    assert str(spark.createDataFrame(table).schema.simpleString()) == (
+    assert str(frame_of(spark, table).schema.simpleString()) == (
         "struct<key:binary,value:binary,topic:string,timestamp:timestamp,"
         "headers:array<struct<key:string,value:binary>>>")
     rows = table.to_pylist()
@@ -81,7 +82,7 @@ def test_kafka_frame_gives_spark_the_kafka_sink_schema(spark: Any) -> None:
 def test_kafka_frame_without_produced_serdes_uses_the_fallback_bytes(spark: Any) -> None:
     frames: list[Any] = []
     with ForeachBatchRunner(final_counts(), sinks={"counts": sinks.kafka_frame(
-            lambda df, batch_id: frames.append(df.toArrow()))}) as runner:
+            lambda df, batch_id: frames.append(to_arrow(df)))}) as runner:
         runner(spark.sql("select 'a' key, 'x' value, t timestamp from values (0L), (150L) "
                          "as v(t)"), 0)
     (row,) = frames[0].to_pylist()

@@ -106,7 +106,8 @@ def _without_processors(topology: Topology) -> Topology:
 
 
 def test_a_windowed_final_count_is_recorded_as_data() -> None:
-    kinds = [type(d) for d in _definitions(_final_counts(TimeWindows.of_size_with_no_grace(60_000)))]
+    windows = TimeWindows.of_size_with_no_grace(60_000)
+    kinds = [type(d) for d in _definitions(_final_counts(windows))]
     assert kinds == [Source, StreamStep, Aggregation, Suppression, ToStream, Sink]
     _, step, aggregation, suppression, _, sink = _definitions(
         _final_counts(TimeWindows.of_size_and_grace(60_000, 2_000)))

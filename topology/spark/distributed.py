@@ -56,6 +56,7 @@ import pyarrow as pa
 from ..runtime.metrics import DropReason
 from ..runtime.outputs import TestRecord
 from ..topology import Topology
+from ._compat import require_state_api, to_arrow
 from ._compile import AGGREGATION, DROPS, ChainSpec, Plan, compile_topology, groups_by_bytes
 from ._stages import DROP_REASONS, FRAME, Chain, pre_stage, records_of_frame, window_records
 from .columns import BatchPlan, Columns, plan
@@ -105,6 +106,7 @@ class DistributedRunner:
         DataFrame, or a sink that is not callable.
     :raises ValueError: for missing or unknown sources or sinks, or a time limit, join or
         batched aggregations on a session without the RocksDB state store.
+    :raises IllegalStateError: on pyspark older than 4.0 (no ``transformWithStateInPandas``).
 
     Time is Spark's: one watermark for the query, the largest timestamp seen minus the
     grace period, moved between micro-batches (see the Spark page of the docs for how that
@@ -117,6 +119,7 @@ class DistributedRunner:
                  checkpoint_dir: str | os.PathLike[str] | None = None,
                  columns: Columns | None = None, *,
                  ignore_topics: Iterable[str] = ()) -> None:
+        require_state_api("DistributedRunner")
         if not isinstance(topology, Topology):
             raise TypeError(f"DistributedRunner needs a Topology (StreamsBuilder.build()), "
                             f"got {type(topology).__name__}")
@@ -422,7 +425,7 @@ class DistributedRunner:
         window, post = self._plan.window, self._plan.post
 
         def each_batch(batch_df: Any, batch_id: int) -> None:
-            table = batch_df.toArrow()
+            table = to_arrow(batch_df)
             if kind == "windows":
                 assert window is not None
                 records = window_records(table, window, key_mode, Chain(post))

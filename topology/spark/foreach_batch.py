@@ -1,8 +1,8 @@
 """``ForeachBatchRunner``: a topology run by Spark Structured Streaming's ``foreachBatch``.
 
-Each micro-batch leaves Spark as one Arrow table (``DataFrame.toArrow()``, never row by row)
-and is decoded column-wise (see :mod:`topology.spark.columns`). Then it runs as Kafka
-Streams runs a topology (:mod:`topology.runtime.engine`): each input partition is one task,
+Each micro-batch leaves Spark as one Arrow table (``DataFrame.toArrow()``, on pyspark 3.5 its
+Arrow batches: never row by row) and is decoded column-wise (see
+:mod:`topology.spark.columns`). Then it runs as Kafka Streams runs a topology (:mod:`topology.runtime.engine`): each input partition is one task,
 with its own stream time, stores and buffers; a task takes the records of its topics lowest
 timestamp first; a re-keyed record goes to the task of its new key's partition. Then every
 output topic's records go to its sink, and every task's state and the batch id are
@@ -38,6 +38,7 @@ from ..runtime.outputs import plain_records
 from ..runtime.task import DEFAULT_MAX_FEEDBACK_RECORDS
 from ..state.codec import decode, encode
 from ..topology import Topology
+from ._compat import to_arrow
 from .columns import Columns, plan
 from .sinks import Sink, checked_sinks, deliver
 
@@ -290,8 +291,8 @@ class ForeachBatchRunner:
         batch_plan = plan(self.columns, batch_df.schema, self._sources)
         from pyspark.sql.functions import col
 
-        table = batch_df.select(*[col(_quoted(name)) for name in batch_plan.selected]
-                                ).toArrow()
+        table = to_arrow(batch_df.select(*[col(_quoted(name))
+                                           for name in batch_plan.selected]))
         by_partition = batch_plan.decode_partitions(table, self._sources, self._consumed)
         engine.check_partitions(by_partition)
         before = _drops(engine.metrics())

@@ -34,6 +34,7 @@ from ..runtime.outputs import OutputTopicReader, ReadBackChecks, TestRecord, rea
 from ..serde import Serde, fallback_key_bytes, fallback_value_bytes, serializer_of
 from ..topology import Topology
 from ..windows import Windowed
+from ._compat import frame_of
 
 __all__ = ("KafkaFrameSink", "MemorySink", "ParquetSink", "Sink", "kafka_frame", "memory",
            "parquet")
@@ -272,7 +273,7 @@ class KafkaFrameSink(_RunnerSink):
         }, schema=KAFKA_SINK_SCHEMA)
 
     def _write(self, records: list[TestRecord], batch_id: int, spark: Any) -> None:
-        self.fn(spark.createDataFrame(self.table(records)), batch_id)
+        self.fn(frame_of(spark, self.table(records)), batch_id)
 
     def __call__(self, records: list[TestRecord], batch_id: int) -> None:
         """Called outside a runner: uses the active Spark session."""
