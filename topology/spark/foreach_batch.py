@@ -3,12 +3,12 @@
 Each micro-batch leaves Spark as one Arrow table (``DataFrame.toArrow()``, on pyspark 3.5 its
 Arrow batches: never row by row) and is decoded column-wise (see
 :mod:`topology.spark.columns`). Then it runs as Kafka Streams runs a topology
-(:mod:`topology.runtime.engine`): each input partition is one task, with its own stream
-time, stores and buffers; a task takes the records of its topics lowest timestamp first; a re-keyed record goes to the task of its new key's partition. Then every
-output topic's records go to its sink, and every task's state and the batch id are
-committed together. The same batch id again is a replay (Spark's ``foreachBatch`` is
-at-least-once: after a crash it re-runs the batch it had not committed) and is skipped; a
-lower one belongs to another checkpoint and is refused.
+(:mod:`topology.runtime.engine`): each input partition is one task, with its own stream time,
+stores and buffers; a task takes the records of its topics lowest timestamp first; a re-keyed
+record goes to the task of its new key's partition. Then every output topic's records go to its
+sink, and every task's state and the batch id are committed together. The same batch id again
+is a replay (Spark's ``foreachBatch`` is at-least-once: after a crash it re-runs the batch it
+had not committed) and is skipped; a lower one belongs to another checkpoint and is refused.
 
 With ``state_dir`` a URI (``s3a://``, ``hdfs://``, ``file:`` ...), the working copy lives in
 ``local_dir`` and every commit uploads what it changed (:mod:`topology.spark._remote`); a
