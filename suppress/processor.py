@@ -167,6 +167,8 @@ class SuppressProcessor:
         """The callback records are let through to (replaceable before processing starts)."""
         track_bytes = cfg.bytes_limit is not None or debug_metrics
         self.buffer: TimeOrderedBuffer | SpillingBuffer
+        self._changed: dict[Hashable, Any] | None = None
+        """The buffer's change tracking (see :meth:`track_changes`), noted by the fast path."""
         if cfg.strategy is BufferFullStrategy.SPILL_TO_DISK:
             if spill is None:
                 raise InvalidSuppressionError(
@@ -220,32 +222,33 @@ class SuppressProcessor:
         """Track the keys whose buffered entry changes; return the live ``identity -> key`` dict.
 
         For an owner that writes the buffer's image at each commit: every put, update and
-        removal from now on notes its key there (updates then go through the buffer's own
-        ``put``); the owner reads and clears the dict. In-memory buffers only.
+        removal from now on notes its key there; the owner reads and clears the dict.
+        In-memory buffers only.
 
         :raises TypeError: for a spilling buffer (it keeps its own image).
         """
         buffer = self.buffer
         if not isinstance(buffer, TimeOrderedBuffer):
             raise TypeError("a spilling buffer keeps its own image; it tracks no changes")
-        self._fast_update = False
-        buffer.changed = {}
-        return buffer.changed
+        changed: dict[Hashable, Any] = {}
+        buffer.changed = self._changed = changed
+        return changed
 
     def change_entry(self) -> Callable[[Any, Any, Any, RecordContext], None]:
         """Where a runtime sends changes: :meth:`process_change`, or the same steps inlined.
 
-        For an emit-early buffer in memory with a records limit only, without byte tracking
-        or sampling (rate limiting), a closure that does what :meth:`process_change` and
-        :meth:`_enforce` do, reading the heap's head in place: the put, time eviction, then
-        the oldest entries while more keys than the limit are buffered, each emitted before
-        it is removed.
+        For an emit-early buffer in memory with a records limit only, without byte tracking,
+        sampling or change tracking (rate limiting), a closure that does what
+        :meth:`process_change` and :meth:`_enforce` do, reading the heap's head in place: the
+        put, time eviction, then the oldest entries while more keys than the limit are
+        buffered, each emitted before it is removed.
         """
         buffer = self.buffer
         order = buffer._order if isinstance(buffer, TimeOrderedBuffer) else None
         limit = self._records_limit
         if not (self._emit_early and self._fast_update and not self._debug and limit is not None
-                and self._bytes_limit is None and isinstance(order, HeapOrder)):
+                and self._bytes_limit is None and isinstance(order, HeapOrder)
+                and self._changed is None):
             return self.process_change
         assert isinstance(buffer, TimeOrderedBuffer)
         heap, index, add, evict_due = order.items, self._index, self._add, buffer.evict_due
@@ -288,11 +291,15 @@ class SuppressProcessor:
         if ts > self.stream_time:
             self.stream_time = ts
         if self._fast_update:
-            entry = self._index.get(self._identity(key))
+            identity = self._identity(key)
+            entry = self._index.get(identity)
             if entry is not None:
                 entry.new = new
                 entry.old = old
                 entry.context = context
+                changed = self._changed
+                if changed is not None:
+                    changed[identity] = key
                 if self._bounded or self.is_due(self._min_time(), self.delay_ms,
                                                 self.stream_time):
                     self._enforce()

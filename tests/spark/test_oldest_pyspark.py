@@ -2,7 +2,8 @@
 
 ``make test`` creates ``.venv-oldest`` (pyspark 3.5.0 with the pandas, numpy and pyarrow that
 platforms ship beside it, and this project) and this test runs the ForeachBatchRunner's own
-tests there, in a child process: its batches, sinks, state on a URI and restarts. The DistributedRunner needs pyspark 4.0: on 3.5 it refuses at once, saying so.
+tests there, in a child process: its batches, sinks, state on a URI and restarts. The
+DistributedRunner needs pyspark 4.0: on 3.5 it refuses at once, saying so.
 """
 
 from __future__ import annotations

@@ -179,40 +179,35 @@ def decode(data: bytes) -> Any:
 
 def _write(value: Any, put: Callable[[bytes], object]) -> None:
     kind = type(value)
-    if value is None:
-        put(_NONE)
-    elif kind is bool:
-        put(_TRUE if value else _FALSE)
-    elif kind is int:
-        if -(2**63) <= value < 2**63:
-            put(_INT)
-            put(_LONG.pack(value))
-        else:
-            raw = value.to_bytes((value.bit_length() + 8) // 8, "big", signed=True)
-            put(_BIG_INT)
-            put(_length(len(raw), "int"))
-            put(raw)
-    elif kind is float:
-        put(_FLOAT)
-        put(_DOUBLE.pack(value))
-    elif kind is str:
+    # the types records and buffered entries carry most come first, each in one put
+    if kind is str:
         try:
             raw = value.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise StateCodecError(f"cannot write str {value[:40]!r}: {exc}") from exc
-        put(_STR)
-        put(_length(len(raw), "str"))
-        put(raw)
-    elif kind is bytes or kind is bytearray or kind is memoryview:
-        raw = bytes(value)
-        put(_BYTES)
-        put(_length(len(raw), "bytes"))
-        put(raw)
+        put(_STR + _length(len(raw), "str") + raw)
+    elif kind is int and -(2**63) <= value < 2**63:
+        put(_INT + _LONG.pack(value))
+    elif value is None:
+        put(_NONE)
     elif kind is tuple or kind is list:
-        put(_TUPLE if kind is tuple else _LIST)
-        put(_length(len(value), kind.__name__))
+        put((_TUPLE if kind is tuple else _LIST) + _length(len(value), kind.__name__))
         for item in value:
             _write(item, put)
+    elif kind is Windowed:
+        put(_WINDOWED)
+        _write(value.key, put)
+        put(_BOUNDS.pack(value.window.start, value.window.end))
+    elif kind is bool:
+        put(_TRUE if value else _FALSE)
+    elif kind is int:
+        raw = value.to_bytes((value.bit_length() + 8) // 8, "big", signed=True)
+        put(_BIG_INT + _length(len(raw), "int") + raw)
+    elif kind is float:
+        put(_FLOAT + _DOUBLE.pack(value))
+    elif kind is bytes or kind is bytearray or kind is memoryview:
+        raw = bytes(value)
+        put(_BYTES + _length(len(raw), "bytes") + raw)
     elif kind is dict:
         put(_DICT)
         put(_length(len(value), "dict"))
@@ -220,12 +215,7 @@ def _write(value: Any, put: Callable[[bytes], object]) -> None:
             _write(key, put)
             _write(item, put)
     elif kind is Window:
-        put(_WINDOW)
-        put(_BOUNDS.pack(value.start, value.end))
-    elif kind is Windowed:
-        put(_WINDOWED)
-        _write(value.key, put)
-        put(_BOUNDS.pack(value.window.start, value.window.end))
+        put(_WINDOW + _BOUNDS.pack(value.start, value.end))
     elif kind is set or kind is frozenset:
         put(_SET if kind is set else _FROZENSET)
         put(_length(len(value), kind.__name__))
