@@ -183,6 +183,38 @@ def test_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path, 
         assert as_multiset(out[t].read_records_to_list()) == as_multiset(expected), t
 
 
+@pytest.mark.parametrize(("topology", "topic"), [(final_counts, "counts"),
+                                                  (page_lists, "pages")],
+                         ids=["spark-windows", "batched-aggregation"])
+def test_kafka_frames_are_computed_on_the_executors(spark: Any, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    topology: Any, topic: str) -> None:
+    """A kafka_frame sink gets a frame Spark computes from the batch: no row reaches the
+    driver, no frame is built from driver-side rows, and the rows are the driver's records
+    in Kafka's columns."""
+    data = click_rows(seed=11)
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
+    data_frame = type(spark.range(1))
+    collect = data_frame.toArrow
+    frames: list[pa.Table] = []
+    sink = sinks.kafka_frame(lambda df, batch_id: frames.append(collect(df)))
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the runner collected a batch or built a frame on the driver")
+
+    runner = DistributedRunner(topology(), sources={"clicks": stream_of(spark, tmp_path / "in")},
+                               sinks={topic: sink}, checkpoint_dir=str(tmp_path / "chk"))
+    monkeypatch.setattr(data_frame, "toArrow", forbidden)
+    monkeypatch.setattr(type(spark), "createDataFrame", forbidden)
+    runner.run_available()
+    monkeypatch.undo()
+    expected = driver_records(topology(), data, topic)
+    assert len(expected) > 5
+    got = [row for frame in frames for row in frame.to_pylist()]
+    assert Counter(map(repr, got)) == Counter(map(repr, sink.table(expected).to_pylist()))
+    assert runner.metrics()[f"records-out-total{{topic={topic}}}"] == len(expected)
+
+
 def concatenated() -> Topology:
     """A windowed reduce (Python per record in Spark), in arrival order."""
     b = StreamsBuilder()

@@ -46,8 +46,9 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -60,7 +61,7 @@ from ._compat import require_state_api, to_arrow
 from ._compile import AGGREGATION, DROPS, ChainSpec, Plan, compile_topology, groups_by_bytes
 from ._stages import DROP_REASONS, FRAME, Chain, pre_stage, records_of_frame, window_records
 from .columns import BatchPlan, Columns, plan
-from .sinks import Sink, checked_sinks, deliver
+from .sinks import KAFKA_SINK_DDL, KafkaFrameSink, Sink, checked_sinks, deliver, kafka_table
 
 __all__ = ("DistributedRunner",)
 
@@ -423,24 +424,50 @@ class DistributedRunner:
         topics = self._plan.topics
         sinks = self._sinks
         window, post = self._plan.window, self._plan.post
+        framed = {topic: sink for topic, sink in sinks.items()
+                  if isinstance(sink, KafkaFrameSink)}
+        """Sinks handed frames computed on the executors: their records never reach here."""
+        collected = any(topic not in framed for topic in topics)
+        """Whether the driver collects the batch: for a sink that takes records, or to count
+        an ignored topic's records."""
 
         def each_batch(batch_df: Any, batch_id: int) -> None:
-            table = to_arrow(batch_df)
-            if kind == "windows":
-                assert window is not None
-                records = window_records(table, window, key_mode, Chain(post))
-            else:
-                records = records_of_frame(table)
-            per_topic: dict[int, list[TestRecord]] = {i: [] for i in range(len(topics))}
-            for route, key, value, ts, headers in records:
-                per_topic[route].append(TestRecord(key, value, ts, headers))
             session = batch_df.sparkSession
-            for route, topic in enumerate(topics):
-                sink = sinks.get(topic)
-                if sink is not None:
-                    deliver(sink, per_topic[route], int(batch_id), session)
-            self._delivered_batch(int(batch_id), {t: len(per_topic[r])
-                                                  for r, t in enumerate(topics)})
+            counts = dict.fromkeys(topics, 0)
+            if framed:
+                batch_df.persist()  # each sink's frame and the collection read it once
+            try:
+                if collected:
+                    table = to_arrow(batch_df)
+                    if kind == "windows":
+                        assert window is not None
+                        records = window_records(table, window, key_mode, Chain(post))
+                    else:
+                        records = records_of_frame(table)
+                    per_topic: dict[int, list[TestRecord]] = {i: [] for i in range(len(topics))}
+                    for route, key, value, ts, headers in records:
+                        per_topic[route].append(TestRecord(key, value, ts, headers))
+                    for route, topic in enumerate(topics):
+                        sink = sinks.get(topic)
+                        counts[topic] = len(per_topic[route])
+                        if sink is not None and topic not in framed:
+                            deliver(sink, per_topic[route], int(batch_id), session)
+                for topic, frame_sink in framed.items():
+                    rows = partial(kafka_rows, route=topics.index(topic),
+                                   window=window if kind == "windows" else None,
+                                   key_mode=key_mode, post=post, topic=topic,
+                                   serializers=frame_sink.serializers())
+                    frame = batch_df.mapInArrow(rows, KAFKA_SINK_DDL).persist()
+                    try:
+                        frame_sink.fn(frame, int(batch_id))
+                        if not collected:
+                            counts[topic] = frame.count()
+                    finally:
+                        frame.unpersist()
+            finally:
+                if framed:
+                    batch_df.unpersist()
+            self._delivered_batch(int(batch_id), counts)
 
         return (df.writeStream.foreachBatch(each_batch)
                 .option("checkpointLocation", self.checkpoint_dir))
@@ -762,6 +789,26 @@ def _read_metrics(spark: Any, checkpoint_dir: str) -> str | None:
             jvm.org.apache.hadoop.io.IOUtils.copyBytes(fs.open(candidate), buffer, 4096, True)
             return str(buffer.toString("UTF-8"))
     return None
+
+
+def kafka_rows(batches: Iterator[pa.RecordBatch], *, route: int, window: Any, key_mode: Any,
+               post: ChainSpec, topic: str,
+               serializers: tuple[Callable[[Any], bytes | None], Callable[[Any], bytes | None]]
+               ) -> Iterator[pa.RecordBatch]:
+    """On an executor: the records of output ``route`` in a batch's rows, in Kafka's columns.
+
+    The rows are the query's (record frames, or with ``window`` Spark's aggregated windows,
+    run through the ``post`` chain here); keys and values are written by ``serializers``.
+    """
+    chain = None if window is None else Chain(post)
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        records = (records_of_frame(table) if chain is None
+                   else window_records(table, window, key_mode, chain))
+        mine = [TestRecord(key, value, ts, headers)
+                for to, key, value, ts, headers in records if to == route]
+        if mine:
+            yield from kafka_table(mine, topic, *serializers).to_batches()
 
 
 def _routes(chain: ChainSpec) -> set[int]:

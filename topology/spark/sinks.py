@@ -226,6 +226,29 @@ KAFKA_SINK_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()),
                                ("headers", _HEADERS)])
 """The Arrow schema of :func:`kafka_frame`'s DataFrames (Spark's Kafka sink columns)."""
 
+KAFKA_SINK_DDL = ("key binary, value binary, topic string, timestamp timestamp, "
+                  "headers array<struct<key: string, value: binary>>")
+"""The same columns as Spark types (the schema of the ``DistributedRunner``'s frames)."""
+
+
+def kafka_table(records: Sequence[TestRecord], topic: str | None,
+                key_ser: Callable[[Any], bytes | None],
+                value_ser: Callable[[Any], bytes | None]) -> pa.Table:
+    """``records`` of ``topic`` as an Arrow table in :data:`KAFKA_SINK_SCHEMA`.
+
+    Keys and values through ``key_ser`` / ``value_ser``; ``None`` stays null (a tombstone).
+    """
+    return pa.table({
+        "key": pa.array([None if r.key is None else key_ser(r.key) for r in records],
+                        pa.binary()),
+        "value": pa.array([None if r.value is None else value_ser(r.value) for r in records],
+                          pa.binary()),
+        "topic": pa.array([topic] * len(records), pa.string()),
+        "timestamp": pa.array([(r.timestamp or 0) * 1000 for r in records],
+                              pa.int64()).cast(KAFKA_SINK_SCHEMA.field("timestamp").type),
+        "headers": _headers(records),
+    }, schema=KAFKA_SINK_SCHEMA)
+
 
 class KafkaFrameSink(_RunnerSink):
     """Builds each micro-batch's records as a Spark DataFrame and calls ``fn(df, batch_id)``.
@@ -255,22 +278,15 @@ class KafkaFrameSink(_RunnerSink):
                              "serdes: give kafka_frame(fn, key_serde=..., value_serde=...)")
         super()._bind(topic, produced)
 
+    def serializers(self) -> tuple[Callable[[Any], bytes | None],
+                                   Callable[[Any], bytes | None]]:
+        """The functions writing a record's key and value bytes (see the class docstring)."""
+        return (serializer_of(self._key_serde or self._produced[0], fallback_key_bytes),
+                serializer_of(self._value_serde or self._produced[1], fallback_value_bytes))
+
     def table(self, records: list[TestRecord]) -> pa.Table:
         """The records as an Arrow table in :data:`KAFKA_SINK_SCHEMA`."""
-        key_ser = serializer_of(self._key_serde or self._produced[0], fallback_key_bytes)
-        value_ser = serializer_of(self._value_serde or self._produced[1],
-                                  fallback_value_bytes)
-        return pa.table({
-            "key": pa.array([None if r.key is None else key_ser(r.key) for r in records],
-                            pa.binary()),
-            "value": pa.array([None if r.value is None else value_ser(r.value)
-                               for r in records], pa.binary()),
-            "topic": pa.array([self.topic] * len(records), pa.string()),
-            "timestamp": pa.array([(r.timestamp or 0) * 1000 for r in records],
-                                  pa.int64()).cast(
-                KAFKA_SINK_SCHEMA.field("timestamp").type),
-            "headers": _headers(records),
-        }, schema=KAFKA_SINK_SCHEMA)
+        return kafka_table(records, self.topic, *self.serializers())
 
     def _write(self, records: list[TestRecord], batch_id: int, spark: Any) -> None:
         self.fn(frame_of(spark, self.table(records)), batch_id)
