@@ -99,3 +99,22 @@ def test_runtime_never_reads_the_system_clock_directly() -> None:
             continue
         text = path.read_text()
         assert "time.time(" not in text and "time.time_ns(" not in text, path
+
+
+DSL_ORDER = ["builder", "stream", "grouped", "table"]
+"""The DSL modules, each importing only those after it at run time (type hints aside): a
+handle that makes a handle of an earlier module asks the builder for it."""
+
+
+def test_the_dsl_modules_import_one_another_in_one_direction() -> None:
+    for position, name in enumerate(DSL_ORDER):
+        path = ROOT / "topology" / f"{name}.py"
+        tree = ast.parse(path.read_text(), filename=str(path))
+        hinted = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                  and ast.unparse(block.test) == "TYPE_CHECKING" for node in ast.walk(block)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and id(node) not in hinted:
+                module = (node.module or "").split(".")[0]
+                if module in DSL_ORDER:
+                    assert DSL_ORDER.index(module) > position, (
+                        f"topology/{name}.py imports .{module} at run time")

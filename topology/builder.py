@@ -5,30 +5,31 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from suppress.time import to_millis
 
 from .errors import TopologyError
+from .grouped import KGroupedTable
 from .options import Consumed, K, Materialized, V, checked_materialized, validate_name
 from .runtime.definitions import Definition, Source, StreamStep, TableSource
 from .runtime.getters import KeyValueStoreGetter, VersionedStoreGetter
 from .runtime.graph import GraphNode, StoreSpec
-from .runtime.processors.stateless import PassThrough, sink_definition
+from .runtime.processors.stateless import PassThrough, TableSourceWithoutStore, sink_definition
+from .runtime.processors.table import TableSourceProcessor, VersionedTableSourceProcessor
 from .runtime.store_specs import (
     key_value_store_spec,
     session_store_spec,
     versioned_store_spec,
     window_store_spec,
 )
+from .serde import Serde
+from .stream import KStream
+from .table import Flag, KTable, OldValues, TableLookup
 from .topology import Topology
 
 Duration = int | _dt.timedelta
 """A duration: ``int`` milliseconds or a ``timedelta``."""
-
-if TYPE_CHECKING:
-    from .stream import KStream
-    from .table import KTable
 
 __all__ = ("StreamsBuilder",)
 
@@ -65,8 +66,6 @@ class StreamsBuilder:
 
         :raises TopologyError: if a topic already has a source in this builder.
         """
-        from .stream import KStream
-
         c: Consumed[K, V] = consumed or Consumed()
         topics = (topic,) if isinstance(topic, str) else tuple(topic)
         node = self._add_source(topics, c)
@@ -94,10 +93,6 @@ class StreamsBuilder:
         :raises TopologyError: if the topic already has a source in this builder, or a
             versioned store has no name.
         """
-        from .runtime.processors.stateless import TableSourceWithoutStore
-        from .runtime.processors.table import TableSourceProcessor
-        from .table import Flag, KTable, OldValues, TableLookup
-
         consumed = consumed or Consumed()
         materialized = checked_materialized(materialized)
         if materialized.is_versioned:
@@ -133,9 +128,6 @@ class StreamsBuilder:
     def _versioned_table(self, topic: str, consumed: Consumed[Any, Any],
                          m: Materialized) -> KTable[Any, Any]:
         """:meth:`table` kept in a versioned store (``m.is_versioned``)."""
-        from .runtime.processors.table import VersionedTableSourceProcessor
-        from .table import KTable, OldValues, TableLookup
-
         store = m.name
         if store is None:
             raise TopologyError(f"table({topic!r}): a versioned store needs a name "
@@ -251,6 +243,22 @@ class StreamsBuilder:
         return Topology(list(self._nodes), stores, set(self._internal_topics))
 
     # -- internal: used by the DSL handles -----------------------------------------------------
+
+    def stream_below(self, node: GraphNode, key_serde: Serde[Any] | None,
+                     value_serde: Serde[Any] | None) -> KStream[Any, Any]:
+        """The stream of the records ``node`` forwards (``KTable.to_stream``'s handle).
+
+        Handles that make handles of another kind ask the builder, which knows them all:
+        the DSL modules import one another in one direction only (builder, stream, grouped,
+        table).
+        """
+        return KStream(self, node, key_serde, value_serde)
+
+    def grouped_table_below(self, node: GraphNode, key_serde: Serde[Any] | None,
+                            value_serde: Serde[Any] | None,
+                            name: str | None) -> KGroupedTable[Any, Any]:
+        """The grouped table of the regrouped rows ``node`` forwards (``KTable.group_by``)."""
+        return KGroupedTable(self, node, key_serde, value_serde, name)
 
     def next_name(self, prefix: str) -> str:
         """The next Kafka-style generated name with ``prefix``."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from suppress.time import to_millis
 
 from .errors import TopologyError
+from .grouped import KGroupedStream
 from .options import Grouped, K, Named, Produced, V, name_of
 from .runtime.api import Processor
 from .runtime.definitions import StreamStep, StreamTableJoin, UserProcessor
@@ -16,11 +17,10 @@ from .runtime.graph import GraphNode
 from .runtime.processors import stateless as sp
 from .runtime.processors.join import StreamTableJoinProcessor
 from .serde import Serde, serializer_of
+from .table import KTable
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
-    from .grouped import KGroupedStream
-    from .table import KTable
 
 __all__ = ("KStream",)
 
@@ -272,8 +272,6 @@ class KStream(Generic[K, V]):
     def _join_table(self, table: KTable[Any, Any], joiner: Callable[[Any, Any], Any], left: bool,
                     grace: int | _dt.timedelta | None,
                     named: Named | None) -> KStream[Any, Any]:
-        from .table import KTable
-
         what = "KStream.left_join" if left else "KStream.join"
         if not isinstance(table, KTable):
             raise TypeError(f"{what} needs a KTable, got {type(table).__name__}")
@@ -306,8 +304,6 @@ class KStream(Generic[K, V]):
 
     def group_by_key(self, grouped: Grouped[K, V] | None = None) -> KGroupedStream[K, V]:
         """Group records by their current key (repartitioned if an earlier step changed it)."""
-        from .grouped import KGroupedStream
-
         g: Grouped[K, V] = grouped or Grouped()
         return KGroupedStream(self._builder, self._node, g.key_serde or self._key_serde,
                               g.value_serde or self._value_serde,
@@ -321,8 +317,6 @@ class KStream(Generic[K, V]):
         still spends a number on it), else ``KSTREAM-KEY-SELECT-<n>``.
         """
         _check_callable(selector, "group_by selector")
-        from .grouped import KGroupedStream
-
         g: Grouped[Any, V] = grouped or Grouped()
         name = self._builder.given_or_next("KSTREAM-KEY-SELECT", g.name)
         node = self._builder.add_node(

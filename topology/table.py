@@ -233,12 +233,10 @@ class KTable(Generic[K, V]):
         :param named: a :class:`~topology.Named` giving the processor's name (Kafka's
             ``Named``); without it ``KTABLE-TOSTREAM-<n>``.
         """
-        from .stream import KStream
-
         b = self._builder
         node = b.add_node("KTABLE-TOSTREAM", ToStream(create=tp.ToStreamProcessor), [self._node],
                           name=b.given_or_next("KTABLE-TOSTREAM", name_of(named)))
-        return KStream(self._builder, node, self._key_serde, self._value_serde)
+        return b.stream_below(node, self._key_serde, self._value_serde)
 
     def suppress(self, suppressed: Suppressed) -> KTable[K, V]:
         """Hold back updates as ``suppressed`` says (final results or a time limit).
@@ -340,16 +338,14 @@ class KTable(Generic[K, V]):
         """
         if not callable(selector):
             raise TypeError("group_by selector must be callable")
-        from .grouped import KGroupedTable
-
         grouped = grouped or Grouped()
         self._old_values.enable()
         name = self._builder.given_or_next("KTABLE-SELECT", grouped.name)
         node = self._builder.add_node(
             "KTABLE-SELECT", TableRegroup(create=lambda: tp.TableRepartitionMapProcessor(selector)),
             [self._node], name=name)
-        return KGroupedTable(self._builder, node, grouped.key_serde, grouped.value_serde,
-                             grouped.name)
+        return self._builder.grouped_table_below(node, grouped.key_serde, grouped.value_serde,
+                                                 grouped.name)
 
     # -- table-table joins ---------------------------------------------------------------------
 
