@@ -55,6 +55,7 @@ from ..state.codec import decode, encode
 from ..windows import Window, Windowed
 from ._compile import BatchedAggregationSpec, ChainSpec
 from ._stages import (
+    BUCKETS,
     BucketHost,
     Chain,
     Out,
@@ -66,10 +67,6 @@ from ._stages import (
 )
 
 __all__ = ("BUCKETS", "AggregationBucket", "BatchedAggregationProcessor", "buckets")
-
-BUCKETS = 8
-"""Key buckets of an unbounded buffer: groups of ``transformWithState``; each call handles
-a bucket's records."""
 
 _STATE = StructType([StructField("windows", BinaryType())])
 

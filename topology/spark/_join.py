@@ -40,12 +40,9 @@ from suppress.entry import RecordContext
 from ..runtime.processor import InternalProcessor
 from ..state.codec import decode, encode
 from ._compile import TABLE_UPDATE, ChainSpec, JoinSpec
-from ._stages import BucketHost, Chain, drop_counts, drop_frame, frame
+from ._stages import BUCKETS, BucketHost, Chain, drop_counts, drop_frame, frame
 
 __all__ = ("BUCKETS", "AsOfJoinProcessor", "buckets")
-
-BUCKETS = 8
-"""Key buckets of a join without a grace period: groups of ``transformWithState``."""
 
 _STATE = StructType([StructField("history", BinaryType())])
 

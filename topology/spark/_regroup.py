@@ -33,12 +33,9 @@ from ..record import Change
 from ..runtime.processor import Entry
 from ..state.codec import decode, encode
 from ._compile import RegroupSpec
-from ._stages import BucketHost, drop_counts, drop_frame, pack_rows, unpacked
+from ._stages import BUCKETS, BucketHost, drop_counts, drop_frame, pack_rows, unpacked
 
 __all__ = ("BUCKETS", "Regrouping", "RegroupProcessor")
-
-BUCKETS = 8
-"""Buckets of the table's keys: groups of ``transformWithState``."""
 
 _STATE = StructType([StructField("rows", BinaryType())])
 

@@ -33,10 +33,14 @@ from ..windows import Window, Windowed
 from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
 
-__all__ = ("DROP_REASONS", "FRAME", "BucketHost", "Chain", "drop_counts", "drop_frame", "frame",
-           "outputs_frame", "pack_rows", "packed_frame", "pre_stage", "records_of_frame",
-           "save_bucket",
-           "unpacked", "window_records")
+__all__ = ("BUCKETS", "DROP_REASONS", "FRAME", "BucketHost", "Chain", "drop_counts",
+           "drop_frame", "frame", "outputs_frame", "pack_rows", "packed_frame", "pre_stage",
+           "records_of_frame", "save_bucket", "unpacked", "window_records")
+
+BUCKETS = 8
+"""Key buckets of a stateful step run in ``transformWithStateInPandas`` without a bound that
+spans its keys: groups of ``transformWithState``, keys by ``crc32(key bytes) % BUCKETS``;
+each call handles a bucket's records of a micro-batch."""
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),

@@ -44,12 +44,9 @@ from .._key_identity import key_identity
 from ..serde import fallback_value_bytes
 from ..state.codec import decode, encode
 from ._compile import ChainSpec, TimeLimitSpec
-from ._stages import Chain, outputs_frame, save_bucket, unpacked
+from ._stages import BUCKETS, Chain, outputs_frame, save_bucket, unpacked
 
 __all__ = ("BUCKETS", "TimeLimitProcessor", "buckets")
-
-BUCKETS = 8
-"""Key buckets: groups of ``transformWithState``; each call handles a bucket's records."""
 
 
 def buckets(spec: TimeLimitSpec) -> int:
