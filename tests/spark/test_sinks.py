@@ -88,3 +88,14 @@ def test_kafka_frame_without_produced_serdes_uses_the_fallback_bytes(spark: Any)
     (row,) = frames[0].to_pylist()
     assert row["key"] == b"a" + (0).to_bytes(8, "big")  # Kafka's time-windowed key layout
     assert row["value"] == (1).to_bytes(8, "big")
+
+
+def test_the_executors_frames_have_the_kafka_sink_schema() -> None:
+    """The DistributedRunner's frames (a DDL string) and the driver's (Arrow) agree."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from topology.spark.sinks import KAFKA_SINK_DDL, KAFKA_SINK_SCHEMA
+
+    fields = from_arrow_schema(KAFKA_SINK_SCHEMA).fields
+    arrow = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields)
+    assert arrow.replace(" ", "") == KAFKA_SINK_DDL.replace(" ", "")
