@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("oldest")]
+pytestmark = pytest.mark.spark  # in the Spark tests' xdist group (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 OLDEST = ROOT / ".venv-oldest" / "bin" / "python"
