@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import StoreClosedError
-from .entry import pack_held
+from .entry import holds, pack_entry, pack_held, unpack_value
 from .keyspace import Keyspace
 
 __all__ = ("ClosableStore",)
@@ -50,6 +50,31 @@ class ClosableStore:
         """
         self._held = keyspace.hold(pack_held)
         self._put_held = keyspace.put_held
+
+    def _read_entry(self, key_bytes: bytes) -> tuple[Any, int] | None:
+        """``(value, timestamp)`` under ``key_bytes`` (held, else read and decoded), or ``None``.
+
+        For a store that called :meth:`_hold`.
+        """
+        held = self._held(key_bytes)
+        if held is not None:
+            return held[0], held[2]
+        raw = self._get(key_bytes)
+        return None if raw is None else unpack_value(raw)
+
+    def _write_entry(self, key_bytes: bytes, key: Any, value: Any, timestamp: int) -> None:
+        """Write ``value`` of ``key`` at ``timestamp`` (ms) under ``key_bytes``; ``None`` deletes.
+
+        An entry that surely encodes is held until the commit; any other is encoded now, so
+        that a value the state codec refuses raises here. For a store that called
+        :meth:`_hold`.
+        """
+        if value is None:
+            self._delete(key_bytes)
+        elif holds(value, key, timestamp):
+            self._put_held(key_bytes, (value, key, timestamp))
+        else:
+            self._put(key_bytes, pack_entry(value, key, timestamp))
 
     def _check_open(self) -> None:
         if not self.is_open:

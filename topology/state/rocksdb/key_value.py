@@ -24,7 +24,7 @@ from typing import Any
 
 from .closable import ClosableStore
 from .codec import prefix_end
-from .entry import holds, pack_entry, unpack_entry, unpack_value, unpack_value_only
+from .entry import unpack_entry
 from .keyspace import Keyspace
 
 __all__ = ("RocksDBKeyValueStore",)
@@ -102,14 +102,7 @@ class RocksDBKeyValueStore(ClosableStore):
         :raises StoreClosedError: the store is closed.
         :raises StateCodecError: the stored entry is corrupt.
         """
-        key_bytes = self._key_bytes(key) or b""
-        held = self._held(key_bytes)
-        if held is not None:
-            return held[0], held[2]
-        raw = self._get(key_bytes)
-        if raw is None:
-            return None
-        return unpack_value(raw)
+        return self._read_entry(self._key_bytes(key) or b"")
 
     def put_with_timestamp(self, key: Any, value: Any, timestamp: int) -> None:
         """Store ``value`` at ``timestamp`` (ms); ``None`` deletes.
@@ -117,12 +110,7 @@ class RocksDBKeyValueStore(ClosableStore):
         :raises StoreClosedError: the store is closed.
         :raises StateCodecError: the key or the value cannot be written by the state codec.
         """
-        if value is None:
-            self._delete(self._key_bytes(key) or b"")
-        elif holds(value, key, timestamp):
-            self._put_held(self._key_bytes(key) or b"", (value, key, timestamp))
-        else:
-            self._put(self._key_bytes(key) or b"", pack_entry(value, key, timestamp))
+        self._write_entry(self._key_bytes(key) or b"", key, value, timestamp)
         self._written = True
 
     def upsert(self, key: Any, value: Any, timestamp: int) -> tuple[Any, int] | None:
@@ -135,19 +123,11 @@ class RocksDBKeyValueStore(ClosableStore):
         :raises StateCodecError: the key or the value cannot be written by the state codec.
         """
         key_bytes = self._key_bytes(key) or b""
-        held = self._held(key_bytes)
-        raw = None if held is not None else self._get(key_bytes)
-        if value is None:
-            if held is not None or raw is not None:
-                self._delete(key_bytes)
-        elif holds(value, key, timestamp):
-            self._put_held(key_bytes, (value, key, timestamp))
-        else:
-            self._put(key_bytes, pack_entry(value, key, timestamp))
+        previous = self._read_entry(key_bytes)
+        if value is not None or previous is not None:
+            self._write_entry(key_bytes, key, value, timestamp)
         self._written = True
-        if held is not None:
-            return held[0], held[2]
-        return None if raw is None else unpack_value(raw)
+        return previous
 
     # -- public key-value API ----------------------------------------------------------------
 
@@ -157,12 +137,8 @@ class RocksDBKeyValueStore(ClosableStore):
 
         :raises StoreClosedError: the store is closed.
         """
-        key_bytes = self._key_bytes(key) or b""
-        held = self._held(key_bytes)
-        if held is not None:
-            return held[0]
-        raw = self._get(key_bytes)
-        return None if raw is None else unpack_value_only(raw)
+        item = self._read_entry(self._key_bytes(key) or b"")
+        return None if item is None else item[0]
 
     def put(self, key: Any, value: Any) -> None:
         """Store ``value`` for ``key`` (timestamp -1); ``None`` deletes.

@@ -36,10 +36,7 @@ from ..versioned import segment_id
 from ..window_queries import KEY, POINT, WindowQuery, check_time_bound, parse_window_fetch
 from .codec import decode_int64, encode_int64
 from .entry import (
-    holds,
-    pack_entry,
     unpack_entry,
-    unpack_value,
     unpack_value_only,
 )
 from .keyspace import Keyspace
@@ -126,14 +123,7 @@ class RocksDBWindowStore(SegmentedStore):
         """
         if start <= self._observed - self.retention_ms:
             return None
-        window_key = encode_int64(start) + (self._key_bytes(key) or b"")
-        held = self._held(window_key)
-        if held is not None:
-            return held[0], held[2]
-        raw = self._get(window_key)
-        if raw is None:
-            return None
-        return unpack_value(raw)
+        return self._read_entry(encode_int64(start) + (self._key_bytes(key) or b""))
 
     def put_with_timestamp(self, key: Any, value: Any, start: int, timestamp: int) -> None:
         """Store ``value`` for ``key`` in window ``start`` (ms) at ``timestamp``; ``None`` deletes.
@@ -150,12 +140,7 @@ class RocksDBWindowStore(SegmentedStore):
         if start <= self._observed - self.retention_ms:
             return
         window_key = encode_int64(start) + (self._key_bytes(key) or b"")
-        if value is None:
-            self._delete(window_key)
-        elif holds(value, key, timestamp):
-            self._put_held(window_key, (value, key, timestamp))
-        else:
-            self._put(window_key, pack_entry(value, key, timestamp))
+        self._write_entry(window_key, key, value, timestamp)
         self._written = True
 
     # -- public window-store API ---------------------------------------------------------------
@@ -201,11 +186,8 @@ class RocksDBWindowStore(SegmentedStore):
             if time_from <= self._observed - self.retention_ms:
                 return None
             window_key = encode_int64(time_from) + (self._key_bytes(query.key_from) or b"")
-            held = self._held(window_key)
-            if held is not None:
-                return held[0]
-            raw = self._get(window_key)
-            return None if raw is None else unpack_value_only(raw)
+            item = self._read_entry(window_key)
+            return None if item is None else item[0]
         if query.form == KEY:
             return iter(self._fetch_key(query.key_from, query.time_from, query.time_to))
         return self._fetch_keys(query, False)
