@@ -423,7 +423,8 @@ class DistributedRunner:
         df, kind, key_mode = self._query_frame()
         topics = self._plan.topics
         sinks = self._sinks
-        window, post = self._plan.window, self._plan.post
+        window = self._plan.window if kind == "windows" else None
+        post = self._plan.post
         framed = {topic: sink for topic, sink in sinks.items()
                   if isinstance(sink, KafkaFrameSink)}
         """Sinks handed frames computed on the executors: their records never reach here."""
@@ -438,12 +439,8 @@ class DistributedRunner:
                 batch_df.persist()  # each sink's frame and the collection read it once
             try:
                 if collected:
-                    table = to_arrow(batch_df)
-                    if kind == "windows":
-                        assert window is not None
-                        records = window_records(table, window, key_mode, Chain(post))
-                    else:
-                        records = records_of_frame(table)
+                    records = _records(to_arrow(batch_df), window, key_mode,
+                                       None if window is None else Chain(post))
                     per_topic: dict[int, list[TestRecord]] = {i: [] for i in range(len(topics))}
                     for route, key, value, ts, headers in records:
                         per_topic[route].append(TestRecord(key, value, ts, headers))
@@ -453,8 +450,7 @@ class DistributedRunner:
                         if sink is not None and topic not in framed:
                             deliver(sink, per_topic[route], int(batch_id), session)
                 for topic, frame_sink in framed.items():
-                    rows = partial(kafka_rows, route=topics.index(topic),
-                                   window=window if kind == "windows" else None,
+                    rows = partial(kafka_rows, route=topics.index(topic), window=window,
                                    key_mode=key_mode, post=post, topic=topic,
                                    serializers=frame_sink.serializers())
                     frame = batch_df.mapInArrow(rows, KAFKA_SINK_DDL).persist()
@@ -802,13 +798,23 @@ def kafka_rows(batches: Iterator[pa.RecordBatch], *, route: int, window: Any, ke
     """
     chain = None if window is None else Chain(post)
     for batch in batches:
-        table = pa.Table.from_batches([batch])
-        records = (records_of_frame(table) if chain is None
-                   else window_records(table, window, key_mode, chain))
+        records = _records(pa.Table.from_batches([batch]), window, key_mode, chain)
         mine = [TestRecord(key, value, ts, headers)
                 for to, key, value, ts, headers in records if to == route]
         if mine:
             yield from kafka_table(mine, topic, *serializers).to_batches()
+
+
+def _records(table: pa.Table, window: Any, key_mode: Any, chain: Chain | None) -> list[Any]:
+    """The output records in a table of the query's rows.
+
+    The rows are record frames, or with ``window`` Spark's aggregated windows, run through
+    ``chain`` (the post chain).
+    """
+    if window is None:
+        return records_of_frame(table)
+    assert chain is not None
+    return window_records(table, window, key_mode, chain)
 
 
 def _routes(chain: ChainSpec) -> set[int]:
