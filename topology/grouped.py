@@ -92,24 +92,24 @@ class _Kind:
     """The topic of records dropped for closed windows (windowed aggregations only)."""
 
 
-def _processor(kind: _Kind, store: str, old: OldValues) -> InternalProcessor:
-    """A fresh processor of the aggregation ``kind`` into ``store``."""
-    window = kind.window
-    if kind.grouped == "table":
-        assert kind.subtractor is not None
-        return ap.TableAggregateProcessor(store, kind.initializer, kind.aggregator,
-                                          kind.subtractor, old)
-    if window is None:
-        return ap.StreamAggregateProcessor(store, kind.initializer, kind.aggregator, old)
-    if isinstance(window, SlidingWindows):
-        assert kind.initializer is not None
-        return SlidingWindowAggregateProcessor(store, window, kind.initializer, kind.aggregator,
-                                               old)
-    if isinstance(window, SessionWindows):
-        assert kind.initializer is not None and kind.merger is not None
-        return SessionWindowAggregateProcessor(store, window, kind.initializer,
-                                               kind.aggregator, kind.merger, old)
-    return ap.WindowedAggregateProcessor(store, window, kind.initializer, kind.aggregator, old)
+def _processor(definition: Aggregation, old: OldValues) -> InternalProcessor:
+    """A fresh processor of the aggregation ``definition`` (its kind, functions and store)."""
+    store, initializer, aggregator = definition.store, definition.initializer, definition.aggregator
+    windows = definition.windows
+    if definition.grouped == "table":
+        assert definition.subtractor is not None
+        return ap.TableAggregateProcessor(store, initializer, aggregator, definition.subtractor,
+                                          old)
+    if windows is None:
+        return ap.StreamAggregateProcessor(store, initializer, aggregator, old)
+    if isinstance(windows, SlidingWindows):
+        assert initializer is not None
+        return SlidingWindowAggregateProcessor(store, windows, initializer, aggregator, old)
+    if isinstance(windows, SessionWindows):
+        assert initializer is not None and definition.merger is not None
+        return SessionWindowAggregateProcessor(store, windows, initializer, aggregator,
+                                               definition.merger, old)
+    return ap.WindowedAggregateProcessor(store, windows, initializer, aggregator, old)
 
 
 def _count_serde(m: Materialized, _: Serde[Any] | None) -> Serde[Any] | None:
@@ -194,7 +194,7 @@ class _Grouping(ABC):
         late_sink: list[str] = []  # the sink's name, known once it is added below
 
         def factory() -> InternalProcessor:
-            proc = _processor(kind, store, old)
+            proc = _processor(definition, old)
             if late_sink:
                 proc.late_sink = late_sink[0]  # type: ignore[attr-defined]
             return proc
