@@ -6,7 +6,8 @@ runtime and the reference produce identical outputs:
 1. stream -> group_by_key -> tumbling count -> until_window_closes -> to_stream -> to, via
    ``pipe_records`` (goal >= 0.25x the tight loop) and ``pipe_input`` per record (>= 0.15x),
    and (1c) via ``pipe_records`` through string serdes, bytes in and out, against the same
-   object-level loop (>= 0.2x);
+   object-level loop (>= 0.2x); then 1a and 1c without the fused step (1a', 1c': the
+   aggregation and the suppression as two processors, the one engine), >= 0.3x and >= 0.25x;
 2. table -> until_time_limit with max_records(n).emit_early_when_full() (>= 0.2x);
 3. final results with a max_bytes limit (byte accounting on) vs without (>= 0.6x);
 4. memory of 1 M buffered windowed keys vs a plain dict of the same objects (<= 2x);
@@ -97,9 +98,15 @@ def final_results_topology(buffer: Any) -> Any:
     return b.build()
 
 
-def run_final(records: list, bulk: bool, buffer: Any) -> tuple[list[Any], int]:
-    """The output records and the dropped-record count (timed)."""
-    with TopologyTestDriver(final_results_topology(buffer), initial_wall_clock_ms=0) as d:
+def run_final(records: list, bulk: bool, buffer: Any, fuse: bool = True
+              ) -> tuple[list[Any], int]:
+    """The output records and the dropped-record count (timed).
+
+    ``fuse=False``: the aggregation and the suppression run as the two processors (the
+    driver's ``fuse_final_results``), the one engine without the fused step.
+    """
+    with TopologyTestDriver(final_results_topology(buffer), {"fuse_final_results": fuse},
+                            initial_wall_clock_ms=0) as d:
         topic = d.create_input_topic("in")
         if bulk:
             topic.pipe_records(records)
@@ -111,7 +118,7 @@ def run_final(records: list, bulk: bool, buffer: Any) -> tuple[list[Any], int]:
         return out, int(d.metrics()["dropped-records-total"])
 
 
-def run_final_serdes(records: list) -> tuple[list[Any], int]:
+def run_final_serdes(records: list, fuse: bool = True) -> tuple[list[Any], int]:
     """:func:`run_final` as a Kafka user pipes: bytes in and out through string serdes."""
     windowed = Serdes.time_windowed(Serdes.string(), SIZE)
     b = StreamsBuilder()
@@ -119,7 +126,8 @@ def run_final_serdes(records: list) -> tuple[list[Any], int]:
      .windowed_by(TimeWindows.of_size_and_grace(SIZE, GRACE)).count()
      .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
      .to_stream().to("out", Produced(windowed, Serdes.long())))
-    with TopologyTestDriver(b.build(), initial_wall_clock_ms=0) as d:
+    with TopologyTestDriver(b.build(), {"fuse_final_results": fuse},
+                            initial_wall_clock_ms=0) as d:
         d.create_input_topic("in", Serdes.string(), Serdes.string()).pipe_records(records)
         out = d.create_output_topic("out", windowed, Serdes.long()).read_records_to_list()
         return out, int(d.metrics()["dropped-records-total"])
@@ -185,7 +193,8 @@ Row = tuple[str, float, float, str, bool]  # label, runtime rate, reference rate
 
 
 def bench_final(n: int, keys: int, rep: int) -> tuple[tuple[int, int], list[Row]]:
-    """Targets 1a, 1b and 3 on one clicks workload; (final windows, late drops) and rows."""
+    """Targets 1a, 1b, 1c and 3 on one clicks workload, then 1a and 1c without the fused
+    step; (final windows, late drops) and rows."""
     clicks = workloads.clicks(n, keys)
     unbounded = BufferConfig.unbounded()
 
@@ -214,6 +223,14 @@ def bench_final(n: int, keys: int, rep: int) -> tuple[tuple[int, int], list[Row]
     _, t3, t3_off = paired(rep, lambda: run_final(clicks, True, bytes_cfg),
                            lambda: run_final(clicks, True, unbounded), same_as_without)
     rows.append(("3  max_bytes on vs off", n / t3, n / t3_off, ">= 0.60", t3_off / t3 >= 0.6))
+
+    # 1a and 1c without the fused step: the two processors, one final-results engine
+    _, t, t_ref = paired(rep, lambda: run_final(clicks, True, unbounded, fuse=False),
+                         lambda: reference.final_counts(clicks, SIZE, GRACE), same_as_reference)
+    rows.append(("1a' 1a, not fused", n / t, n / t_ref, ">= 0.30", t_ref / t >= 0.3))
+    _, t, t_ref = paired(rep, lambda: run_final_serdes(clicks, fuse=False),
+                         lambda: reference.final_counts(clicks, SIZE, GRACE), same_as_reference)
+    rows.append(("1c' 1c, not fused", n / t, n / t_ref, ">= 0.25", t_ref / t >= 0.25))
     return summary, rows
 
 
@@ -280,7 +297,7 @@ def main() -> None:
     (final_windows, late), final_rows = bench_final(n, args.keys, rep)
     rate_limited, time_limited_row = bench_time_limited(n, args.keys, rep)
     joined, join_rows = bench_join(n, args.keys, rep, final_rows[1][1])
-    rows = [*final_rows[:3], time_limited_row, final_rows[3], *join_rows]
+    rows = [*final_rows[:3], time_limited_row, *final_rows[3:], *join_rows]
 
     print(f"{n:,} records, {args.keys:,} keys, median CPU time of {rep} paired runs; outputs "
           f"identical to the references ({final_windows:,} final windows, {late:,} late drops; "
