@@ -16,6 +16,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # pytest-xdist: a worker per core; every Spark test in one of them (they share one SparkSession)
 PARALLEL := -n auto --dist loadgroup
+# The suite starts many Python processes (xdist workers, Spark's Python workers, child runs):
+# each would compile the project's modules again (about 0.5 s) and pytest would rewrite every
+# test module's asserts again in each worker if bytecode were not cached, as it is not where
+# PYTHONDONTWRITEBYTECODE is set. The test commands cache it (in the ignored __pycache__).
+CACHED_BYTECODE := PYTHONDONTWRITEBYTECODE=
 JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
 .PHONY: example example-distributed example-driver test check test-slow lint docs bench bench-spark java clean
@@ -64,7 +69,7 @@ test: $(STAMP) $(OLDEST_STAMP) java
 	$(PY) -m mypy --strict suppress
 	$(PY) -m mypy --strict topology
 	$(MAKE) --no-print-directory docs
-	$(PY) -m pytest $(PARALLEL)
+	$(CACHED_BYTECODE) $(PY) -m pytest $(PARALLEL)
 
 # The quick loop: ruff and mypy, then the suite without Spark and without the kill runs, each
 # property with the dev profile's examples (a quarter of make test's).
@@ -72,7 +77,7 @@ check: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy --strict suppress
 	$(PY) -m mypy --strict topology
-	HYPOTHESIS_PROFILE=dev $(PY) -m pytest $(PARALLEL) -m "not spark and not slow and not kill"
+	$(CACHED_BYTECODE) HYPOTHESIS_PROFILE=dev $(PY) -m pytest $(PARALLEL) -m "not spark and not slow and not kill"
 
 # The static checks of `make test` alone: ruff, then mypy --strict on both packages.
 lint: $(STAMP)
@@ -88,7 +93,7 @@ docs: $(STAMP)
 
 # The 200-kill crash runs (a few minutes each); `make test` runs their 20-kill versions.
 test-slow: $(STAMP)
-	$(PY) -m pytest $(PARALLEL) -m slow
+	$(CACHED_BYTECODE) $(PY) -m pytest $(PARALLEL) -m slow
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
