@@ -1,8 +1,10 @@
 """ForeachBatchRunner throughput against Spark's own windowed count, the bare transfer, the driver.
 
-Run: ``make bench-spark`` (or ``python benchmarks/spark_runner.py [--records N] [--files F]``).
+Run: ``make bench-spark`` (or ``python benchmarks/spark_runner.py [--records N] [--files F]
+[--shuffle-partitions P] [--distributed-only]``).
 
-Method. One process, one local SparkSession (``local[2]``, 2 shuffle partitions, UI off), one
+Method. One process, one local SparkSession (``local[2]``, 2 shuffle partitions unless
+``--shuffle-partitions`` says otherwise, UI off), one
 data set: the clicks workload of ``benchmarks/workloads.py`` (1 M records over 10 k keys, about
 1 ms apart, 10 % up to 3 s late), written as 10 Parquet files of 100 k rows in Spark's Kafka
 source schema (binary UTF-8 ``key``/``value``, ``topic``, ``timestamp``). The job: one final
@@ -261,11 +263,14 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--distributed-only", action="store_true",
                         help="only Spark's own aggregation and the DistributedRunner")
+    parser.add_argument("--shuffle-partitions", type=int, default=2,
+                        help="spark.sql.shuffle.partitions: the state's partitions (default 2)")
     args = parser.parse_args()
     logging.getLogger("topology").setLevel(logging.ERROR)  # one warning per late record
     n = args.records
     records = clicks(n, args.keys)
-    spark = local_session("bench-spark-runner")
+    spark = local_session("bench-spark-runner",
+                          spark_sql_shuffle_partitions=str(args.shuffle_partitions))
     from pyspark.sql import functions as F
 
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
@@ -359,7 +364,8 @@ def main() -> None:
             assert runs[mode][1] == driver_out, f"the runner ({mode}) differs from the driver"
 
     rate = {"transfer": n / transfer, "spark": n / own}
-    print(f"{n:,} records in {args.files} files, {args.keys:,} keys, 60 s windows, 2 s grace")
+    print(f"{n:,} records in {args.files} files, {args.keys:,} keys, 60 s windows, 2 s grace, "
+          f"{args.shuffle_partitions} shuffle partitions")
     print(f"  toArrow transfer alone            {rate['transfer']:>10,.0f} records/s")
     print(f"  Spark windowed count+watermark    {rate['spark']:>10,.0f} records/s  "
           f"({sum(spark_windows):,} windows)")
