@@ -29,6 +29,7 @@ from topology import (
     TimeWindows,
     Topology,
     TopologyTestDriver,
+    Window,
     Windowed,
 )
 from topology.spark import (
@@ -213,6 +214,43 @@ def test_kafka_frames_are_computed_on_the_executors(spark: Any, tmp_path: Path,
     got = [row for frame in frames for row in frame.to_pylist()]
     assert Counter(map(repr, got)) == Counter(map(repr, sink.table(expected).to_pylist()))
     assert runner.metrics()[f"records-out-total{{topic={topic}}}"] == len(expected)
+
+
+def test_parquet_files_are_written_by_the_executors(spark: Any, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of three state partitions' tasks writes its records as a file of the batch: no
+    row reaches the driver, and the files hold the driver's records."""
+    data = click_rows(seed=12)
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
+    data_frame = type(spark.range(1))
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the runner collected a batch or built a frame on the driver")
+
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    try:
+        runner = DistributedRunner(page_lists(),
+                                   sources={"clicks": stream_of(spark, tmp_path / "in")},
+                                   sinks={"pages": sinks.parquet(tmp_path / "pages")},
+                                   checkpoint_dir=str(tmp_path / "chk"))
+        with monkeypatch.context() as patched:
+            patched.setattr(data_frame, "toArrow", forbidden)
+            patched.setattr(type(spark), "createDataFrame", forbidden)
+            runner.run_available()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    expected = driver_records(page_lists(), data, "pages")
+    assert len(expected) > 5
+    files = [p.name for p in (tmp_path / "pages").glob("batch_id=*/*.parquet")]
+    assert len(files) > len(list((tmp_path / "pages").glob("batch_id=*")))  # several tasks
+    table = pq.read_table(tmp_path / "pages")
+    written = zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
+                  table.column("timestamp").cast("int64").to_pylist(), strict=True)  # ms
+    assert Counter((Windowed(k["key"], Window(k["start"], k["end"])), v, ts)
+                   for k, v, ts in written) == Counter((r.key, r.value, r.timestamp)
+                                                       for r in expected)
+    assert runner.metrics()["records-out-total{topic=pages}"] == len(expected)
 
 
 def concatenated() -> Topology:

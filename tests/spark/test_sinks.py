@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from topology import Produced, Serdes, StreamsBuilder, TestRecord, Topology, Window, Windowed
+from topology.errors import IllegalStateError
 from topology.spark import ForeachBatchRunner, sinks
 from topology.spark._compat import frame_of, to_arrow
 
@@ -38,6 +39,47 @@ def test_parquet_asks_for_a_serde_when_values_do_not_fit_a_column(tmp_path: Path
     sinks.parquet(tmp_path, value_serde=Serdes.json())(
         [TestRecord("a", 1, 0), TestRecord("b", "x", 0)], 0)
     assert pq.read_table(tmp_path / "batch_id=0").column("value").to_pylist() == [b"1", b'"x"']
+
+
+def test_parquet_commit_keeps_the_named_files_in_the_batchs_common_types(tmp_path: Path
+                                                                          ) -> None:
+    """What a DistributedRunner's tasks write: one file each, types inferred per task."""
+    sink = sinks.parquet(tmp_path)
+    staging = sink.stage(3)
+    parts = [sink.write_part([TestRecord("a", None, 1)], staging),  # a null column
+             sink.write_part([TestRecord("b", 1, 2)], staging),
+             sink.write_part([TestRecord("c", 2.5, 3), TestRecord("d", 4, 4)], staging)]
+    sink.write_part([TestRecord("x", 9, 9)], staging)  # a failed task attempt's file
+    assert sink.commit(3, staging, parts) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batch_id=3"]
+    assert len(list((tmp_path / "batch_id=3").iterdir())) == 3
+    table = pq.read_table(tmp_path / "batch_id=3")
+    assert sorted(zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
+                      strict=True)) == [("a", None), ("b", 1.0), ("c", 2.5), ("d", 4.0)]
+    assert str(table.schema.field("value").type) == "double"
+    replay = sink.stage(3)
+    assert sink.commit(3, replay, []) == 0  # the batch, replayed without records
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parquet_commit_refuses_files_no_column_holds(tmp_path: Path) -> None:
+    sink = sinks.parquet(tmp_path)
+    staging = sink.stage(0)
+    parts = [sink.write_part([TestRecord("a", 1, 0)], staging),
+             sink.write_part([TestRecord("b", "x", 0)], staging)]
+    with pytest.raises(TypeError, match=r"values of Arrow types \['int64', 'string'\] from "
+                                        r"different tasks.*value_serde"):
+        sink.commit(0, staging, parts)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parquet_commit_says_when_the_executors_files_are_elsewhere(tmp_path: Path) -> None:
+    """A path that is not shared: a task wrote on its own node's disk."""
+    sink = sinks.parquet(tmp_path)
+    staging = sink.stage(0)
+    with pytest.raises(IllegalStateError, match="every node sees at the same place"):
+        sink.commit(0, staging, [("part-on-another-node.parquet", 5)])
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_parquet_output_reads_back_in_spark_with_the_batch_id(spark: Any, tmp_path: Path

@@ -31,7 +31,9 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   stateless steps after the join with them; a windowed aggregation after the join (the
   two stateful steps in one query) runs as above on the records the join sends on;
 - what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
-  output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`).
+  output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`): a
+  ``kafka_frame`` sink gets a DataFrame the executors compute, a ``parquet`` sink's files
+  are written by the executors, and the driver collects a batch only for the other sinks.
 
 Anything else is refused when the runner is built, naming the node
 (:class:`~topology.spark.UnsupportedTopologyError`).
@@ -44,6 +46,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -61,7 +64,15 @@ from ._compat import require_state_api, to_arrow
 from ._compile import AGGREGATION, DROPS, ChainSpec, Plan, compile_topology, groups_by_bytes
 from ._stages import DROP_REASONS, FRAME, Chain, pre_stage, records_of_frame, window_records
 from .columns import BatchPlan, Columns, plan
-from .sinks import KAFKA_SINK_DDL, KafkaFrameSink, Sink, checked_sinks, deliver, kafka_table
+from .sinks import (
+    KAFKA_SINK_DDL,
+    KafkaFrameSink,
+    ParquetSink,
+    Sink,
+    checked_sinks,
+    deliver,
+    kafka_table,
+)
 
 __all__ = ("DistributedRunner",)
 
@@ -428,16 +439,31 @@ class DistributedRunner:
         framed = {topic: sink for topic, sink in sinks.items()
                   if isinstance(sink, KafkaFrameSink)}
         """Sinks handed frames computed on the executors: their records never reach here."""
-        collected = any(topic not in framed for topic in topics)
+        parquet = {topic: sink for topic, sink in sinks.items() if isinstance(sink, ParquetSink)}
+        """Sinks whose files the executors write: their records never reach here either."""
+        collected = any(topic not in framed and topic not in parquet for topic in topics)
         """Whether the driver collects the batch: for a sink that takes records, or to count
         an ignored topic's records."""
+        reread = len(framed) + len(parquet) + collected > 1
 
         def each_batch(batch_df: Any, batch_id: int) -> None:
             session = batch_df.sparkSession
             counts = dict.fromkeys(topics, 0)
-            if framed:
+            if reread:
                 batch_df.persist()  # each sink's frame and the collection read it once
             try:
+                for topic, parquet_sink in parquet.items():
+                    staging = parquet_sink.stage(int(batch_id))
+                    try:
+                        write = partial(parquet_parts, route=topics.index(topic), window=window,
+                                        key_mode=key_mode, post=post, sink=parquet_sink,
+                                        staging=str(staging))
+                        parts = batch_df.mapInArrow(write, "file string, records long").collect()
+                    except BaseException:
+                        shutil.rmtree(staging, ignore_errors=True)
+                        raise
+                    counts[topic] = parquet_sink.commit(
+                        int(batch_id), staging, [(row.file, row.records) for row in parts])
                 if collected:
                     records = _records(to_arrow(batch_df), window, key_mode,
                                        None if window is None else Chain(post))
@@ -461,7 +487,7 @@ class DistributedRunner:
                     finally:
                         frame.unpersist()
             finally:
-                if framed:
+                if reread:
                     batch_df.unpersist()
             self._delivered_batch(int(batch_id), counts)
 
@@ -796,13 +822,36 @@ def kafka_rows(batches: Iterator[pa.RecordBatch], *, route: int, window: Any, ke
     The rows are the query's (record frames, or with ``window`` Spark's aggregated windows,
     run through the ``post`` chain here); keys and values are written by ``serializers``.
     """
+    for mine in _route_records(batches, route, window, key_mode, post):
+        yield from kafka_table(mine, topic, *serializers).to_batches()
+
+
+def parquet_parts(batches: Iterator[pa.RecordBatch], *, route: int, window: Any,
+                  key_mode: Any, post: ChainSpec, sink: ParquetSink, staging: str
+                  ) -> Iterator[pa.RecordBatch]:
+    """On an executor: write the task's records of output ``route`` as one file of ``sink``.
+
+    The rows are the query's, as for :func:`kafka_rows`. Yields the file's name and record
+    count (one row; none for a task without records of the route), for the driver's
+    :meth:`~topology.spark.sinks.ParquetSink.commit`.
+    """
+    records = [r for mine in _route_records(batches, route, window, key_mode, post)
+               for r in mine]
+    if records:
+        name, count = sink.write_part(records, staging)
+        yield pa.record_batch({"file": [name], "records": [count]})
+
+
+def _route_records(batches: Iterator[pa.RecordBatch], route: int, window: Any, key_mode: Any,
+                   post: ChainSpec) -> Iterator[list[TestRecord]]:
+    """The records of output ``route`` in each of the query's row batches (none: skipped)."""
     chain = None if window is None else Chain(post)
     for batch in batches:
         records = _records(pa.Table.from_batches([batch]), window, key_mode, chain)
         mine = [TestRecord(key, value, ts, headers)
                 for to, key, value, ts, headers in records if to == route]
         if mine:
-            yield from kafka_table(mine, topic, *serializers).to_batches()
+            yield mine
 
 
 def _records(table: pa.Table, window: Any, key_mode: Any, chain: Chain | None) -> list[Any]:

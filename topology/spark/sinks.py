@@ -12,7 +12,7 @@ Built-in sinks:
 
 - :func:`memory`: keeps the records; read it exactly like a ``TestOutputTopic``.
 - :func:`parquet`: one directory per batch id (``path/batch_id=<id>/``), written with pyarrow
-  and replaced on replay.
+  (by the executors under a ``DistributedRunner``) and replaced on replay.
 - :func:`kafka_frame`: a Spark DataFrame in the Kafka sink's schema for ``fn(df, batch_id)``.
 """
 
@@ -134,7 +134,7 @@ _TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
 
 class ParquetSink(_RunnerSink):
-    """Writes each micro-batch to ``path/batch_id=<id>/part-0.parquet`` with pyarrow.
+    """Writes each micro-batch to ``path/batch_id=<id>/`` as Parquet files, with pyarrow.
 
     Columns: ``key`` and ``value`` as the Arrow types pyarrow infers from the objects (a
     :class:`~topology.Windowed` key as a struct of ``key``, ``start``, ``end``; a ``dict`` as a
@@ -144,6 +144,12 @@ class ParquetSink(_RunnerSink):
     (replacing the directory of a replayed batch), so readers never see half a batch, and a
     replay leaves exactly one copy. A batch without records leaves no directory.
     ``spark.read.parquet(path)`` reads every batch, with ``batch_id`` as a column.
+
+    A ``ForeachBatchRunner`` writes one file per batch from the driver, where it runs the
+    topology. A ``DistributedRunner`` has each Spark task write its own records as one file
+    (:meth:`write_part`, on the executors), then the driver makes the files the batch
+    (:meth:`commit`): ``path`` must then be a directory every node sees at the same place
+    (a shared mount; on one machine any directory).
     """
 
     def __init__(self, path: str | os.PathLike[str], key_serde: Serde[Any] | None = None,
@@ -153,20 +159,106 @@ class ParquetSink(_RunnerSink):
         self._value_serde = value_serde
 
     def __call__(self, records: list[TestRecord], batch_id: int) -> None:
-        """Write ``records`` as batch ``batch_id``, replacing an earlier write of it."""
+        """Write ``records`` as batch ``batch_id``, replacing an earlier write of it.
+
+        :raises TypeError: for keys or values that do not fit one Parquet column.
+        """
+        staging = self.stage(batch_id)
+        try:
+            parts = [self.write_part(records, staging)] if records else []
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        self.commit(batch_id, staging, parts)
+
+    def stage(self, batch_id: int) -> Path:
+        """Create and return a new hidden directory for batch ``batch_id``'s files."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        staging = self.path / f".batch_id={int(batch_id)}.{uuid.uuid4().hex}"
+        staging.mkdir()
+        return staging
+
+    def write_part(self, records: list[TestRecord], staging: str | os.PathLike[str]
+                   ) -> tuple[str, int]:
+        """Write ``records`` as one new Parquet file in ``staging``: its name and row count.
+
+        :raises TypeError: for keys or values that do not fit one Parquet column.
+        """
+        import pyarrow.parquet as pq
+
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        pq.write_table(self._table(records), Path(staging) / name)
+        return name, len(records)
+
+    def commit(self, batch_id: int, staging: Path, parts: Sequence[tuple[str, int]]) -> int:
+        """Make the files ``parts`` (from :meth:`write_part`) in ``staging`` batch ``batch_id``.
+
+        Files in ``staging`` that ``parts`` does not name (a failed task attempt's) are
+        deleted. Files whose columns pyarrow inferred as other types than the rest of the
+        batch (a task whose values were all ``None``, integers beside floats) are rewritten
+        with the batch's common types. Then ``staging`` replaces the batch's directory, or
+        with no records, the batch's directory is removed. Returns the records written.
+
+        :raises IllegalStateError: if a named file is not in ``staging``: the path is not
+            shared by the driver and the executors.
+        :raises TypeError: for columns of the files that no common type holds.
+        """
+        names = {name for name, _ in parts}
+        try:
+            missing = sorted(name for name in names if not (staging / name).is_file())
+            if missing:
+                raise IllegalStateError(
+                    f"the parquet sink of topic {self.topic!r} does not see the files the "
+                    f"executors wrote to {staging} ({missing[0]} ...): its path must be a "
+                    "directory every node sees at the same place (a shared mount); or write "
+                    "with Spark from a kafka_frame sink")
+            for leftover in staging.iterdir():
+                if leftover.name not in names:
+                    leftover.unlink()
+            self._conform(staging, sorted(names))
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         final = self.path / f"batch_id={int(batch_id)}"
         if final.exists():
             shutil.rmtree(final)
-        if not records:
+        if not names:
+            shutil.rmtree(staging)
+            return 0
+        os.rename(staging, final)
+        return sum(count for _, count in parts)
+
+    def _conform(self, staging: Path, names: list[str]) -> None:
+        """Rewrite the files whose column types differ from the batch's common types."""
+        if len(names) < 2:
             return
-        table = self._table(records)
         import pyarrow.parquet as pq
 
-        self.path.mkdir(parents=True, exist_ok=True)
-        hidden = self.path / f".batch_id={int(batch_id)}.{uuid.uuid4().hex}"
-        hidden.mkdir()
-        pq.write_table(table, hidden / "part-0.parquet")
-        os.rename(hidden, final)
+        schemas = [pq.read_schema(staging / name) for name in names]
+        try:
+            common = pa.unify_schemas(schemas, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise self._mixed(schemas, exc) from exc
+        for name, schema in zip(names, schemas, strict=True):
+            if schema.equals(common):
+                continue
+            try:
+                table = pq.read_table(staging / name).cast(common)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                raise self._mixed(schemas, exc) from exc
+            pq.write_table(table, staging / name)
+
+    def _mixed(self, schemas: list[pa.Schema], exc: Exception) -> TypeError:
+        """The error for files whose key or value columns no common type holds."""
+        for part in ("key", "value"):
+            kinds = sorted({str(schema.field(part).type) for schema in schemas})
+            if len(kinds) > 1:
+                break
+        return TypeError(
+            f"the parquet sink of topic {self.topic or str(self.path)!r} got {part}s of Arrow "
+            f"types {kinds} from different tasks, which one Parquet column cannot hold "
+            f"({exc}); give it a {part} serde to store bytes: sinks.parquet(path, "
+            f"{part}_serde=...)")
 
     def _table(self, records: list[TestRecord]) -> pa.Table:
         topic = self.topic or str(self.path)
