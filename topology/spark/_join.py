@@ -19,11 +19,17 @@ arrival; a task processes them in arrival order. A record leaving for the aggreg
 the position of the stream record it came from, so that the aggregation folds values in
 arrival order, across buckets.
 
-The state is the store's visible history, per key (:meth:`history` with deletes), restored
-by replaying it in timestamp order (the store's :meth:`restore`), and the join's grace buffer
-(its own checkpoint). With a grace period the join's buffer time is the largest stream
-timestamp the processor has seen; a task has one processor for all keys, so the runner then
-uses one bucket, which keeps that time (and so which records are still held) the task's.
+The state of a bucket is the store's observed stream time, each key's visible history (its
+:meth:`history` with deletes) encoded on its own and filed under the key's bytes, and the
+join's grace buffer (its own checkpoint). A call decodes and restores only the histories of
+the keys its records name (the store's :meth:`restore` of those keys, then the observed
+stream time), and encodes again only the histories of the keys its table updates changed;
+the other keys' histories stay the bytes they were, so a call's cost follows its records,
+not the table. A key's stored history may keep versions that fell out of history retention
+since it was last written: they go when it is next restored. With a grace period the
+join's buffer time is the largest stream timestamp the processor has seen; a task has one
+processor for all keys, so the runner then uses one bucket, which keeps that time (and so
+which records are still held) the task's.
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ class AsOfJoinProcessor(StatefulProcessor):
         self._key_bytes = key_bytes
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the bucket's state: table history and grace buffer."""
+        """Open the bucket's state: stream time, table histories and grace buffer."""
         self._state = handle.getValueState("history", _STATE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
@@ -89,13 +95,13 @@ class AsOfJoinProcessor(StatefulProcessor):
         chain = Chain(self._joined)
         join = chain.roots("")[0]
         join.init(host)  # type: ignore[arg-type]
-        known: set[Any] = set()
-        if self._state.exists():
-            held = self._state.get()
-            assert held is not None
-            history, buffered = decode(held[0])
-            store.restore(history)
-            known.update(k for k, _, _ in history)
+        observed, histories, buffered = self._load()
+        touched = {kb for kb in data["kb"].tolist() if kb is not None}
+        replay = [(key, value, ts) for kb in touched if kb in histories
+                  for key, versions in (decode(histories[kb]),) for value, ts in versions]
+        replay.sort(key=lambda record: record[2])
+        store.restore(replay, observed_stream_time=observed)
+        if buffered is not None:
             join.restore(buffered, _no_keyspace)
         restored = host.metrics.as_dict()  # writes the restore replayed are not this call's
         update, stream = table.record_entry(), join.record_entry()
@@ -103,21 +109,22 @@ class AsOfJoinProcessor(StatefulProcessor):
         out = chain.out
         seqs: list[int] = []
         index: list[int] = []
-        for route, k, v, ts, h, seq, tp in zip(data["route"].tolist(), data["k"], data["v"],
-                                               data["ts"].tolist(), data["h"],
-                                               data["seq"].tolist(), data["tp"], strict=True):
+        changed: dict[bytes, Any] = {}
+        for route, k, v, ts, h, kb, seq, tp in zip(
+                data["route"].tolist(), data["k"], data["v"], data["ts"].tolist(), data["h"],
+                data["kb"], data["seq"].tolist(), data["tp"], strict=True):
             record_key = loads(k)
             ctx = RecordContext(ts, -1, tp or "", 0, () if h is None else loads(h))
             if route == TABLE_UPDATE:
                 update(record_key, loads(v), ctx)
-                if record_key is not None:
-                    known.add(record_key)
+                if record_key is not None and kb is not None:
+                    changed[kb] = record_key
             else:
                 before = len(out)
                 stream(record_key, loads(v), ctx)
                 seqs += [seq] * (len(out) - before)
                 index += range(len(out) - before)
-        self._save(store, known, join)
+        self._save(store, histories, changed, join)
         records, topics = chain.take_with_topics()
         batch, _ = frame(records, self._key_bytes, 0, positions=(seqs, index), topics=topics)
         yield batch.to_pandas()
@@ -125,17 +132,45 @@ class AsOfJoinProcessor(StatefulProcessor):
         if drops:
             yield drop_frame(drops).to_pandas()
 
-    def _save(self, store: Any, known: set[Any], join: InternalProcessor) -> None:
-        history = []
-        for k in known:
-            history += [(k, e.value, e.timestamp)
-                        for e in store.history(k, newest_first=False, include_deletes=True)]
-        history.sort(key=lambda entry: entry[2])
+    def _load(self) -> tuple[int | None, dict[bytes, bytes], Any]:
+        """The bucket's observed stream time, histories by key bytes, and grace buffer.
+
+        A bucket saved as one history of all its keys (by the releases before per-key
+        histories) is read into this form.
+        """
+        if not self._state.exists():
+            return None, {}, None
+        held = self._state.get()
+        assert held is not None
+        saved = decode(held[0])
+        if len(saved) == 3:
+            observed, histories, buffered = saved
+            return observed, histories, buffered
+        history, buffered = saved  # one history of all keys, oldest first
+        by_key: dict[bytes, tuple[Any, list[tuple[Any, int]]]] = {}
+        key_bytes = self._spec.key_serializer
+        for key, value, ts in history:
+            by_key.setdefault(key_bytes(key) or b"", (key, []))[1].append((value, ts))
+        observed = max((ts for _, _, ts in history), default=None)
+        return observed, {kb: encode(entry) for kb, entry in by_key.items()}, buffered
+
+    def _save(self, store: Any, histories: dict[bytes, bytes], changed: dict[bytes, Any],
+              join: InternalProcessor) -> None:
+        """File the changed keys' histories again and write the bucket's state."""
+        for kb, key in changed.items():
+            versions = [(e.value, e.timestamp)
+                        for e in store.history(key, newest_first=False, include_deletes=True)]
+            if versions:
+                histories[kb] = encode((key, versions))
+            else:
+                histories.pop(kb, None)
         buffered = join.checkpoint(_no_keyspace)
-        if not history and buffered is None:
-            self._state.clear()
+        observed = store.observed_stream_time
+        if observed < 0 and not histories and buffered is None:
+            self._state.clear()  # nothing seen yet
             return
-        self._state.update((encode((history, buffered)),))
+        self._state.update((encode((None if observed < 0 else observed, histories,
+                                    buffered)),))
 
     def close(self) -> None:
         """Nothing to release."""

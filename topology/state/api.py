@@ -198,8 +198,12 @@ class VersionedKeyValueStore(Protocol):
         """Every record of ``key`` whose validity interval overlaps ``[from_time, to_time]``."""
         ...
 
-    def restore(self, records: Iterable[tuple[Any, Any, int]]) -> None:
-        """Replay changelog records ``(key, value, timestamp)`` with Kafka's restore rules."""
+    def restore(self, records: Iterable[tuple[Any, Any, int]], *,
+                observed_stream_time: int | None = None) -> None:
+        """Replay changelog records ``(key, value, timestamp)`` with Kafka's restore rules.
+
+        Then the observed stream time moves to ``observed_stream_time`` (ms), if given.
+        """
         ...
 
     def history(self, key: Any, newest_first: bool = True, include_deletes: bool = False

@@ -615,7 +615,8 @@ VersionedRecord(value='v', timestamp=10, valid_to=20))
             out.reverse()
         return out
 
-    def restore(self, records: Iterable[tuple[Any, Any, int]]) -> None:
+    def restore(self, records: Iterable[tuple[Any, Any, int]], *,
+                observed_stream_time: int | None = None) -> None:
         """Replay changelog records ``(key, value, timestamp)`` in order (``None``: delete).
 
         Kafka's restore: a record older than ``observed_stream_time - history_retention_ms``
@@ -624,15 +625,24 @@ VersionedRecord(value='v', timestamp=10, valid_to=20))
         would. ``max_versions`` applies; watchers are not notified (restore rebuilds state,
         it makes no new changes).
 
+        ``observed_stream_time`` (ms), when given, is the stream time the store had seen
+        when the records were taken from it (``-1``: none): after the records, the
+        observed stream time moves to it if it is later, and versions that fell out of
+        history retention go. That restores part of a store's keys: each key's
+        :meth:`history` (deletes included), oldest first, all keys merged by timestamp,
+        reads as in the store they came from.
+
         Runtime complexity: as many :meth:`put` calls.
 
         :raises ValueError: for a ``None`` key or a negative timestamp; the records before
             the bad one stay restored.
         :raises TypeError: for a record that is not a ``(key, value, timestamp)`` triple, or
-            a timestamp that is not an ``int``.
+            a timestamp (or ``observed_stream_time``) that is not an ``int``.
         :raises StoreClosedError: after :meth:`close`.
         """
         self._check_writable()
+        if observed_stream_time is not None and observed_stream_time != NO_TIMESTAMP:
+            check_timestamp(observed_stream_time, "observed_stream_time")
         max_versions = self._max_versions
         for record in records:
             try:
@@ -650,6 +660,8 @@ VersionedRecord(value='v', timestamp=10, valid_to=20))
                 self._drop_oldest(key, max_versions)
             if timestamp > self._observed:
                 self._advance(timestamp)
+        if observed_stream_time is not None and observed_stream_time > self._observed:
+            self._advance(observed_stream_time)
 
     # -- history and markers -----------------------------------------------------------------
 

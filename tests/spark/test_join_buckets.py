@@ -1,0 +1,189 @@
+"""The as-of join's batched processor without Spark: micro-batches against one driver.
+
+Each micro-batch is one ``handleInputRows`` call of one bucket (the runner's grouping), its
+state a value kept between calls as Spark's state store keeps it. A call restores only the
+histories of the keys its records name: across micro-batches, with table updates out of
+order, deletes, and updates too old for the history retention, the joined records and the
+drops must be those of one driver fed each micro-batch in the processor's order (by
+timestamp, table updates first, then arrival).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_profiles import examples
+
+from topology import Consumed, Materialized, Serdes, StreamsBuilder, Topology
+from topology.spark._compile import AGGREGATION, DROPS, TABLE_UPDATE, compile_topology
+from topology.spark._join import AsOfJoinProcessor
+from topology.spark._stages import frame, records_of_frame
+from topology.state.codec import decode, encode
+
+from .helpers import Row, driver_run
+
+S = Serdes.string()
+RETENTION = 40
+
+
+def rated_payments(left: bool) -> Topology:
+    """Payments joined with the rate of their currency as of their time."""
+    b = StreamsBuilder()
+    rates = b.table("rates", Consumed(key_serde=S, value_serde=S),
+                    Materialized.versioned("rates", RETENTION))
+    payments = b.stream("payments", Consumed(key_serde=S, value_serde=S))
+    joiner = (lambda amount, rate: f"{amount}x{rate}")  # noqa: E731
+    (payments.left_join(rates, joiner) if left else payments.join(rates, joiner)).to("out")
+    return b.build()
+
+
+class _Value:
+    """A ``ValueState`` of one bucket, kept between calls as Spark's state store does."""
+
+    def __init__(self) -> None:
+        self.held: tuple[Any, ...] | None = None
+
+    def exists(self) -> bool:
+        return self.held is not None
+
+    def get(self) -> tuple[Any, ...] | None:
+        return self.held
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.held = tuple(value)
+
+    def clear(self) -> None:
+        self.held = None
+
+
+class _Handle:
+    def __init__(self, state: _Value) -> None:
+        self._state = state
+
+    def getValueState(self, name: str, schema: Any) -> _Value:  # noqa: N802
+        return self._state
+
+
+def bucket_run(topology: Topology, parts: list[list[Row]]
+               ) -> tuple[list[tuple[Any, Any, int]], Counter[str]]:
+    """Records and drops of the join's processor: each part one call of the one bucket."""
+    plan = compile_topology(topology)
+    spec, joined = plan.join, plan.joined
+    assert spec is not None and joined is not None
+    state = _Value()
+    out: list[tuple[Any, Any, int]] = []
+    drops: Counter[str] = Counter()
+    seq = 0
+    for part in parts:
+        records = [(TABLE_UPDATE if topic == "rates" else AGGREGATION,
+                    None if key is None else key.decode(),
+                    None if value is None else value.decode(), ts, ())
+                   for topic, key, value, ts in part]
+        batch, _ = frame(records, spec.key_serializer, seq, topics=[r[0] for r in part])
+        seq += len(records)
+        processor = AsOfJoinProcessor(spec, joined)
+        processor.init(_Handle(state))  # type: ignore[arg-type]
+        for result in processor.handleInputRows((0,), iter([batch.to_pandas()]), None):
+            table = pa.Table.from_pandas(result, preserve_index=False)
+            if table.column("route").to_pylist()[:1] == [DROPS]:  # reason (UTF-8), count
+                for reason, count in zip(table.column("k").to_pylist(),
+                                         table.column("ts").to_pylist(), strict=True):
+                    drops[reason.decode()] += count
+                continue
+            out += [(key, value, ts) for _, key, value, ts, _ in records_of_frame(table)]
+        if state.held is not None:  # the state is the codec's bytes: per-key histories
+            observed, histories, _ = decode(state.held[0])
+            assert all(type(kb) is bytes and decode(held)[0] is not None
+                       for kb, held in histories.items())
+            assert observed is None or observed >= 0
+    return out, drops
+
+
+def processor_order(parts: list[list[Row]]) -> list[Row]:
+    """Each micro-batch by timestamp, table updates before payments, then arrival."""
+    ordered: list[Row] = []
+    for part in parts:
+        ordered += sorted(part, key=lambda row: (row[3], row[0] != "rates"))
+    return ordered
+
+
+@st.composite
+def micro_batches(draw: st.DrawFn) -> list[list[Row]]:
+    """Rates and payments moving forward with jitter, some far behind (past retention)."""
+    n = draw(st.integers(1, 50))
+    rows: list[Row] = []
+    now = 0
+    for _ in range(n):
+        now += draw(st.integers(0, 12))
+        ts = max(0, now - draw(st.sampled_from([0, 0, 0, 7, 25, 90])))
+        key = draw(st.sampled_from([b"EUR", b"USD", b"JPY", b"CHF", None]))
+        if draw(st.booleans()):
+            value = draw(st.sampled_from([b"1.1", b"0.9", b"150", None]))
+            rows.append(("rates", key, value, ts))
+        else:
+            rows.append(("payments", key, draw(st.sampled_from([b"10", b"25"])), ts))
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=4)))
+    return [rows[i:j] for i, j in zip([0, *cuts], [*cuts, n], strict=True)]
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(parts=micro_batches(), left=st.booleans())
+def test_calls_restoring_the_named_keys_give_the_driver_records_and_drops(
+        parts: list[list[Row]], left: bool) -> None:
+    got, dropped = bucket_run(rated_payments(left), parts)
+    expected, expected_drops = driver_run(rated_payments(left), processor_order(parts))
+    assert Counter(got) == Counter(expected)
+    assert dropped == expected_drops
+
+
+def test_a_key_untouched_for_batches_keeps_its_history_and_reads_as_of_its_time() -> None:
+    """A call files again only the histories its table updates changed."""
+    first = [("rates", b"EUR", b"1.1", 0), ("rates", b"USD", b"0.9", 1)]
+    second = [("rates", b"USD", b"0.8", 30)]
+    third = [("payments", b"EUR", b"10", 35), ("payments", b"USD", b"10", 29)]
+    got, _ = bucket_run(rated_payments(False), [first, second, third])
+    assert sorted(got) == [("EUR", "10x1.1", 35), ("USD", "10x0.9", 29)]
+    plan = compile_topology(rated_payments(False))
+    assert plan.join is not None and plan.joined is not None
+    state = _Value()
+    saved = []
+    for part in (first, second):
+        records = [(TABLE_UPDATE, k.decode(), v.decode(), ts, ())  # type: ignore[union-attr]
+                   for _, k, v, ts in part]
+        batch, _ = frame(records, plan.join.key_serializer, 0, topics=["rates"] * len(part))
+        processor = AsOfJoinProcessor(plan.join, plan.joined)
+        processor.init(_Handle(state))  # type: ignore[arg-type]
+        list(processor.handleInputRows((0,), iter([batch.to_pandas()]), None))
+        assert state.held is not None
+        saved.append(decode(state.held[0]))
+    (observed1, histories1, _), (observed2, histories2, _) = saved
+    assert (observed1, observed2) == (1, 30)
+    assert histories2[b"EUR"] == histories1[b"EUR"]
+    assert decode(histories2[b"EUR"]) == ("EUR", [("1.1", 0)])
+    assert decode(histories2[b"USD"]) == ("USD", [("0.9", 1), ("0.8", 30)])
+
+
+def test_a_bucket_saved_as_one_history_is_read_and_filed_per_key() -> None:
+    """The state of releases before per-key histories: all keys' versions, oldest first."""
+    plan = compile_topology(rated_payments(False))
+    assert plan.join is not None and plan.joined is not None
+    state = _Value()
+    state.update((encode(([("EUR", "1.1", 0), ("USD", "0.9", 1), ("EUR", "1.2", 5)],
+                          None)),))
+    records = [(AGGREGATION, "EUR", "10", 3, ()), (AGGREGATION, "USD", "10", 6, ())]
+    batch, _ = frame(records, plan.join.key_serializer, 0, topics=["payments"] * 2)
+    processor = AsOfJoinProcessor(plan.join, plan.joined)
+    processor.init(_Handle(state))  # type: ignore[arg-type]
+    (result,) = processor.handleInputRows((0,), iter([batch.to_pandas()]), None)
+    table = pa.Table.from_pandas(result, preserve_index=False)
+    assert sorted((k, v, ts) for _, k, v, ts, _ in records_of_frame(table)) == [
+        ("EUR", "10x1.1", 3), ("USD", "10x0.9", 6)]
+    assert state.held is not None
+    observed, histories, buffered = decode(state.held[0])
+    assert (observed, buffered) == (5, None)
+    assert {kb: decode(held) for kb, held in histories.items()} == {
+        b"EUR": ("EUR", [("1.1", 0), ("1.2", 5)]), b"USD": ("USD", [("0.9", 1)])}
