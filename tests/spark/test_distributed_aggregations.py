@@ -37,6 +37,7 @@ from topology import (
 from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket, buckets
 from topology.spark._compile import compile_topology
+from topology.state.codec import decode, encode
 
 from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
@@ -355,6 +356,29 @@ def test_a_rate_limited_count_leaves_when_the_time_passes_its_limit() -> None:
     expected, _ = driver_run(windowed_clicks("count", "none", suppressed=limited), rows)
     assert expected == [("a", 2, 5)]
     assert got == expected
+
+
+def test_running_totals_are_filed_per_key_and_read_from_an_earlier_release() -> None:
+    """Without windows each key's aggregate is filed on its own; a call decodes and writes
+    again only its records' keys. A bucket saved as one list (earlier releases) is read."""
+    plan = compile_topology(windowed_clicks("count", "none", suppressed=None))
+    spec = plan.batched
+    assert spec is not None
+    legacy = encode(([("a", 2, 5), ("b", 7, 6)], []))
+    bucket = AggregationBucket(spec, plan.post, legacy, 0)
+    bucket.process("a", "/x", RecordContext(9, -1, "clicks", 0, ()))
+    assert [(k, v, ts) for _, k, v, ts, _ in bucket.take()] == [("a", 3, 9)]
+    state = bucket.state()
+    assert state is not None
+    filed, buffered = decode(state)
+    assert buffered == []
+    assert {kb: decode(held) for kb, held in filed.items()} == {
+        b"a": ("a", 3, 9), b"b": ("b", 7, 6)}
+    again = AggregationBucket(spec, plan.post, state, 0)
+    again.process("c", "/y", RecordContext(10, -1, "clicks", 0, ()))
+    refiled, _ = decode(again.state())  # type: ignore[arg-type]
+    assert refiled[b"a"] == filed[b"a"] and refiled[b"b"] == filed[b"b"]  # untouched
+    assert decode(refiled[b"c"]) == ("c", 1, 10)
 
 
 @pytest.mark.parametrize(("windows", "suppression"), [("none", "every-update"),

@@ -10,8 +10,11 @@ by a hash of their bytes (:func:`buckets`: :data:`BUCKETS`, or one for a bounded
 whose bound is the whole buffer's as in a task; a null key goes to bucket 0, where the
 aggregation drops and counts it): one call handles every record of a bucket in a
 micro-batch, and the bucket's whole state is one state value (the state codec's bytes,
-never pickle), read once and written once: the aggregates its keys may still update
-(without windows: every key's), and the suppression's buffer.
+never pickle), read once and written once: the aggregates its keys may still update, and
+the suppression's buffer. Without windows every key's aggregate is kept, each encoded on
+its own and filed under the key's bytes: a call decodes and encodes again only the
+aggregates of the keys its records name, so its cost follows its records, not the keys
+the bucket holds.
 
 Inside a call the library's own parts do the work, as in a task: the topology's
 aggregation on the topology's in-memory store (the state restored into it), feeding the
@@ -113,9 +116,17 @@ class AggregationBucket:
         aggregate.connect([Entry(_no_record, change, change)])
         self.aggregate = aggregate
         self._windowed = spec.kind != "none"
+        self._filed: dict[bytes, bytes] = {}
+        """Without windows: each key's ``(key, aggregate, timestamp)`` in the state codec's
+        bytes, by key bytes; a key's goes into the store when a record of it comes."""
+        self._opened: dict[bytes, Any] = {}
+        """Without windows: the keys of this call's records, by key bytes."""
         if state is not None:
             held, buffered = decode(state)
-            self._restore(held)
+            if self._windowed:
+                self._restore(held)
+            else:
+                self._filed = held if isinstance(held, dict) else self._file(held)
             if self.engine is not None:
                 buffer = self.engine.buffer
                 for time, key, new, old, prior, ctx in buffered:
@@ -124,15 +135,17 @@ class AggregationBucket:
                     buffer.put(time, key, new, old, context)  # then its latest change
         self.advance(stream_time)
 
+    def _file(self, held: list[tuple[Any, Any, int]]) -> dict[bytes, bytes]:
+        """Aggregates saved as one list (by releases before per-key filing), filed by key."""
+        key_bytes = self._spec.key_serializer
+        return {key_bytes(key) or b"": encode((key, value, ts)) for key, value, ts in held}
+
     def _restore(self, held: list[tuple[Any, ...]]) -> None:
-        """Put the kept aggregates back into the fresh store."""
+        """Put the kept windows back into the fresh store."""
         store, kind = self._store, self._spec.kind
         if kind == "session":
             for key, start, end, value in held:
                 store.put(Windowed(key, Window(start, end)), value)
-        elif kind == "none":
-            for key, value, ts in held:
-                store.put_with_timestamp(key, value, ts)
         else:
             for key, start, value, ts in held:
                 store.put_with_timestamp(key, value, start, ts)
@@ -147,22 +160,41 @@ class AggregationBucket:
             self.engine.advance_stream_time(stream_time)
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        """One record, into the aggregation (and its changes on)."""
+        """One record, into the aggregation (and its changes on).
+
+        Without windows, the first record of a key in the call brings the key's filed
+        aggregate into the store first.
+        """
+        if not self._windowed and key is not None:
+            kb = self._spec.key_serializer(key)
+            if kb is not None and kb not in self._opened:
+                self._opened[kb] = key
+                filed = self._filed.get(kb)
+                if filed is not None:
+                    stored_key, aggregate, ts = decode(filed)
+                    self._store.put_with_timestamp(stored_key, aggregate, ts)
         self.aggregate.process(key, value, ctx)
 
     def state(self) -> bytes | None:
         """The bucket's state value: the aggregates a record may still update, the buffer.
 
+        Without windows the aggregates are filed by key bytes (see the module docstring).
         ``None`` when nothing is kept.
         """
         spec = self._spec
         store = self._store
-        held: list[tuple[Any, ...]] = []
+        held: list[tuple[Any, ...]] | dict[bytes, bytes] = []
         if spec.kind == "none":
-            for key, _ in store.all():
-                value, ts = store.get_with_timestamp(key)
-                held.append((key, value, ts))
+            held = filed = self._filed
+            for kb, key in self._opened.items():
+                kept = store.get_with_timestamp(key)
+                if kept is None:
+                    filed.pop(kb, None)
+                else:
+                    filed[kb] = encode((key, kept[0], kept[1]))
+            self._opened = {}
         else:
+            assert isinstance(held, list)
             keeps = _keeps(spec, self.aggregate.stream_time)
             for windowed, value in store.all():
                 window = windowed.window
