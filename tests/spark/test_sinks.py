@@ -80,6 +80,8 @@ def test_parquet_commit_says_when_the_executors_files_are_elsewhere(tmp_path: Pa
     with pytest.raises(IllegalStateError, match="every node sees at the same place"):
         sink.commit(0, staging, [("part-on-another-node.parquet", 5)])
     assert list(tmp_path.iterdir()) == []
+    with pytest.raises(IllegalStateError, match=r"finds no directory .* on this node"):
+        sink.write_part([TestRecord("a", 1, 0)], staging)  # an executor's view of it
 
 
 def test_parquet_output_reads_back_in_spark_with_the_batch_id(spark: Any, tmp_path: Path

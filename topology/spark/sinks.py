@@ -183,11 +183,16 @@ class ParquetSink(_RunnerSink):
         """Write ``records`` as one new Parquet file in ``staging``: its name and row count.
 
         :raises TypeError: for keys or values that do not fit one Parquet column.
+        :raises IllegalStateError: if ``staging`` is not there (an executor that does not
+            share the driver's path).
         """
         import pyarrow.parquet as pq
 
+        folder = Path(staging)
+        if not folder.is_dir():  # on an executor: the driver made it on a disk of its own
+            raise self._not_shared(f"finds no directory {folder} on this node")
         name = f"part-{uuid.uuid4().hex}.parquet"
-        pq.write_table(self._table(records), Path(staging) / name)
+        pq.write_table(self._table(records), folder / name)
         return name, len(records)
 
     def commit(self, batch_id: int, staging: Path, parts: Sequence[tuple[str, int]]) -> int:
@@ -207,11 +212,8 @@ class ParquetSink(_RunnerSink):
         try:
             missing = sorted(name for name in names if not (staging / name).is_file())
             if missing:
-                raise IllegalStateError(
-                    f"the parquet sink of topic {self.topic!r} does not see the files the "
-                    f"executors wrote to {staging} ({missing[0]} ...): its path must be a "
-                    "directory every node sees at the same place (a shared mount); or write "
-                    "with Spark from a kafka_frame sink")
+                raise self._not_shared(f"does not see the files the executors wrote to "
+                                       f"{staging} ({missing[0]} ...)")
             for leftover in staging.iterdir():
                 if leftover.name not in names:
                     leftover.unlink()
@@ -227,6 +229,13 @@ class ParquetSink(_RunnerSink):
             return 0
         os.rename(staging, final)
         return sum(count for _, count in parts)
+
+    def _not_shared(self, what: str) -> IllegalStateError:
+        """The error for a path that the driver and the executors do not share."""
+        return IllegalStateError(
+            f"the parquet sink of topic {self.topic!r} {what}: its path must be a directory "
+            "every node sees at the same place (a shared mount); or write with Spark from a "
+            "kafka_frame sink")
 
     def _conform(self, staging: Path, names: list[str]) -> None:
         """Rewrite the files whose column types differ from the batch's common types."""
