@@ -61,6 +61,7 @@ from ._stages import (
     BUCKETS,
     BucketHost,
     Chain,
+    FiledRows,
     Out,
     drop_counts,
     drop_frame,
@@ -116,29 +117,19 @@ class AggregationBucket:
         aggregate.connect([Entry(_no_record, change, change)])
         self.aggregate = aggregate
         self._windowed = spec.kind != "none"
-        self._filed: dict[bytes, bytes] = {}
-        """Without windows: each key's ``(key, aggregate, timestamp)`` in the state codec's
-        bytes, by key bytes; a key's goes into the store when a record of it comes."""
-        self._opened: dict[bytes, Any] = {}
-        """Without windows: the keys of this call's records, by key bytes."""
-        if state is not None:
-            held, buffered = decode(state)
-            if self._windowed:
-                self._restore(held)
-            else:
-                self._filed = held if isinstance(held, dict) else self._file(held)
-            if self.engine is not None:
-                buffer = self.engine.buffer
-                for time, key, new, old, prior, ctx in buffered:
-                    context = RecordContext(*ctx)
-                    buffer.put(time, key, new, prior, context)  # a new entry: its prior
-                    buffer.put(time, key, new, old, context)  # then its latest change
+        held, buffered = (None, []) if state is None else decode(state)
+        self._rows = None if self._windowed else FiledRows(self._store, spec.key_serializer,
+                                                          held)
+        """Without windows: each key's aggregate, filed by key (see the module docstring)."""
+        if self._windowed and held is not None:
+            self._restore(held)
+        if self.engine is not None:
+            buffer = self.engine.buffer
+            for time, key, new, old, prior, ctx in buffered:
+                context = RecordContext(*ctx)
+                buffer.put(time, key, new, prior, context)  # a new entry: its prior
+                buffer.put(time, key, new, old, context)  # then its latest change
         self.advance(stream_time)
-
-    def _file(self, held: list[tuple[Any, Any, int]]) -> dict[bytes, bytes]:
-        """Aggregates saved as one list (by releases before per-key filing), filed by key."""
-        key_bytes = self._spec.key_serializer
-        return {key_bytes(key) or b"": encode((key, value, ts)) for key, value, ts in held}
 
     def _restore(self, held: list[tuple[Any, ...]]) -> None:
         """Put the kept windows back into the fresh store."""
@@ -165,14 +156,8 @@ class AggregationBucket:
         Without windows, the first record of a key in the call brings the key's filed
         aggregate into the store first.
         """
-        if not self._windowed and key is not None:
-            kb = self._spec.key_serializer(key)
-            if kb is not None and kb not in self._opened:
-                self._opened[kb] = key
-                filed = self._filed.get(kb)
-                if filed is not None:
-                    stored_key, aggregate, ts = decode(filed)
-                    self._store.put_with_timestamp(stored_key, aggregate, ts)
+        if self._rows is not None:
+            self._rows.open(key)
         self.aggregate.process(key, value, ctx)
 
     def state(self) -> bytes | None:
@@ -184,15 +169,8 @@ class AggregationBucket:
         spec = self._spec
         store = self._store
         held: list[tuple[Any, ...]] | dict[bytes, bytes] = []
-        if spec.kind == "none":
-            held = filed = self._filed
-            for kb, key in self._opened.items():
-                kept = store.get_with_timestamp(key)
-                if kept is None:
-                    filed.pop(kb, None)
-                else:
-                    filed[kb] = encode((key, kept[0], kept[1]))
-            self._opened = {}
+        if self._rows is not None:
+            held = self._rows.filed()
         else:
             assert isinstance(held, list)
             keeps = _keeps(spec, self.aggregate.stream_time)

@@ -7,7 +7,9 @@ between the two; here they travel between two batched processors of one query. T
 the first: the table's keys are grouped into :data:`BUCKETS` buckets by a hash of their
 bytes, the records reach it packed (:func:`~topology.spark._stages.packed_frame`), and a
 bucket's rows are one state value (the state codec's bytes, never pickle), read
-once and written once per call. Inside a call the topology's own table source (on the
+once and written once per call, each row encoded on its own and filed under its key's bytes
+(:class:`~topology.spark._stages.FiledRows`): a call decodes and encodes again only the
+rows of its records' keys. Inside a call the topology's own table source (on the
 in-memory store the driver uses) and ``group_by`` node turn each record, in arrival order,
 into the subtraction of its old row's pair and the addition of its new row's pair (one
 change when both have the same new key), as a task does. Those changes leave packed per
@@ -33,7 +35,7 @@ from ..record import Change
 from ..runtime.processor import Entry
 from ..state.codec import decode, encode
 from ._compile import RegroupSpec
-from ._stages import BUCKETS, BucketHost, drop_counts, drop_frame, pack_rows, unpacked
+from ._stages import BUCKETS, BucketHost, FiledRows, drop_counts, drop_frame, pack_rows, unpacked
 
 __all__ = ("BUCKETS", "Regrouping", "RegroupProcessor")
 
@@ -58,10 +60,9 @@ class Regrouping:
         self._key_bytes = key_bytes
         self._buckets = buckets
         self.host = host = BucketHost(spec.store, spec.store_factory)
-        self._store = store = host.stores[spec.store]
-        if state is not None:
-            for key, value, ts in decode(state):
-                store.put_with_timestamp(key, value, ts)
+        store = host.stores[spec.store]
+        self._rows = FiledRows(store, spec.key_serializer,
+                               None if state is None else decode(state))
         self._changes: list[tuple[Any, Change, RecordContext]] = []
         table: Any = spec.table_factory()
         table.name = spec.table
@@ -83,6 +84,7 @@ class Regrouping:
 
     def process(self, key: Any, value: Any, ctx: RecordContext, seq: int, st: int) -> None:
         """One table record: its changes join the packs, with its ``seq`` and ``st``."""
+        self._rows.open(key)
         self._table.process(key, value, ctx)
         changes = self._changes
         topic = self._spec.topic
@@ -94,12 +96,8 @@ class Regrouping:
         changes.clear()
 
     def state(self) -> bytes | None:
-        """The bucket's rows as a state value (``None``: no rows)."""
-        store = self._store
-        rows = []
-        for key, _ in store.all():
-            value, ts = store.get_with_timestamp(key)
-            rows.append((key, value, ts))
+        """The bucket's rows as a state value, filed by key (``None``: no rows)."""
+        rows = self._rows.filed()
         return encode(rows) if rows else None
 
 

@@ -206,6 +206,55 @@ class BucketHost:
         self.metrics = TaskMetrics()
 
 
+class FiledRows:
+    """A bucket's key-value rows ``(key, value, timestamp)``, each filed on its own.
+
+    A row is kept as the state codec's bytes under its key's bytes (by ``key_bytes``, the
+    store's key serializer), and goes into ``store`` only when :meth:`open` is called with a
+    key of those bytes, before the call's first record of the key is processed; :meth:`filed`
+    encodes again only the rows of the keys opened since. So a call decodes and encodes the
+    rows its records name, whatever the number of keys the bucket holds.
+
+    :param filed: the bucket's rows as :meth:`filed` returned them; a ``list`` of rows (one
+        value of all rows, as releases before this filing saved them) is filed at once;
+        ``None`` for none.
+    """
+
+    def __init__(self, store: Any, key_bytes: Callable[[Any], bytes | None],
+                 filed: dict[bytes, bytes] | list[tuple[Any, Any, int]] | None) -> None:
+        self._store = store
+        self._key_bytes = key_bytes
+        self._opened: dict[bytes, Any] = {}
+        if isinstance(filed, list):
+            filed = {key_bytes(key) or b"": _dumps((key, value, ts)) for key, value, ts in filed}
+        self._filed: dict[bytes, bytes] = filed or {}
+
+    def open(self, key: Any) -> None:
+        """Put ``key``'s filed row into the store, the first time the call names the key."""
+        if key is None:
+            return
+        kb = self._key_bytes(key)
+        if kb is None or kb in self._opened:
+            return
+        self._opened[kb] = key
+        row = self._filed.get(kb)
+        if row is not None:
+            stored_key, value, ts = _loads(row)
+            self._store.put_with_timestamp(stored_key, value, ts)
+
+    def filed(self) -> dict[bytes, bytes]:
+        """Every row by key bytes, the opened keys' rows as the store now holds them."""
+        filed, store = self._filed, self._store
+        for kb, key in self._opened.items():
+            kept = store.get_with_timestamp(key)
+            if kept is None:
+                filed.pop(kb, None)
+            else:
+                filed[kb] = _dumps((key, kept[0], kept[1]))
+        self._opened = {}
+        return filed
+
+
 def save_bucket(handle: Any, state: Any, data: bytes | None, due: int | None) -> None:
     """Replace a bucket's one state value (``None``: clear it) and its one timer.
 
