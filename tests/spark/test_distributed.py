@@ -334,7 +334,13 @@ def test_custom_columns_and_a_restart_on_the_checkpoint(spark: Any, tmp_path: Pa
 
 
 def test_stateless_steps_a_reduce_and_a_branch_into_parquet_and_callable_sinks(
-        spark: Any, tmp_path: Path) -> None:
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver collects the batch for the callable; the parquet files are still the
+    executors' (the driver never writes them)."""
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the driver wrote the parquet sink's records")
+
+    monkeypatch.setattr(sinks.ParquetSink, "__call__", forbidden)
     data = payment_rows(seed=3)
     write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
     calls: list[tuple[int, list[Any]]] = []

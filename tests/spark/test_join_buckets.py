@@ -30,14 +30,17 @@ S = Serdes.string()
 RETENTION = 40
 
 
-def rated_payments(left: bool) -> Topology:
-    """Payments joined with the rate of their currency as of their time."""
+def rated_payments(left: bool, grace: int | None = None) -> Topology:
+    """Payments joined with the rate of their currency as of their time (``grace``: held
+    back that long, in ms, for rates that come late)."""
     b = StreamsBuilder()
     rates = b.table("rates", Consumed(key_serde=S, value_serde=S),
                     Materialized.versioned("rates", RETENTION))
     payments = b.stream("payments", Consumed(key_serde=S, value_serde=S))
     joiner = (lambda amount, rate: f"{amount}x{rate}")  # noqa: E731
-    (payments.left_join(rates, joiner) if left else payments.join(rates, joiner)).to("out")
+    joined = (payments.left_join(rates, joiner, grace=grace) if left
+              else payments.join(rates, joiner, grace=grace))
+    joined.to("out")
     return b.build()
 
 
@@ -97,8 +100,10 @@ def bucket_run(topology: Topology, parts: list[list[Row]]
             out += [(key, value, ts) for _, key, value, ts, _ in records_of_frame(table)]
         if state.held is not None:  # the state is the codec's bytes: per-key histories
             observed, histories, _ = decode(state.held[0])
-            assert all(type(kb) is bytes and decode(held)[0] is not None
-                       for kb, held in histories.items())
+            for kb, (newest, deleted, held) in histories.items():
+                key, versions = decode(held)
+                assert (kb, newest, deleted) == (key.encode(), versions[-1][1],
+                                                 versions[-1][0] is None)
             assert observed is None or observed >= 0
     return out, drops
 
@@ -130,14 +135,47 @@ def micro_batches(draw: st.DrawFn) -> list[list[Row]]:
     return [rows[i:j] for i, j in zip([0, *cuts], [*cuts, n], strict=True)]
 
 
-@settings(max_examples=examples(100), deadline=None)
-@given(parts=micro_batches(), left=st.booleans())
+@settings(max_examples=examples(150), deadline=None)
+@given(parts=micro_batches(), left=st.booleans(), grace=st.sampled_from([None, 10, 30]))
 def test_calls_restoring_the_named_keys_give_the_driver_records_and_drops(
-        parts: list[list[Row]], left: bool) -> None:
-    got, dropped = bucket_run(rated_payments(left), parts)
-    expected, expected_drops = driver_run(rated_payments(left), processor_order(parts))
+        parts: list[list[Row]], left: bool, grace: int | None) -> None:
+    got, dropped = bucket_run(rated_payments(left, grace), parts)
+    expected, expected_drops = driver_run(rated_payments(left, grace), processor_order(parts))
     assert Counter(got) == Counter(expected)
     assert dropped == expected_drops
+
+
+def test_a_held_payment_released_by_another_key_finds_its_rate() -> None:
+    """With a grace period, a call restores the keys its held records name."""
+    parts = [[("rates", b"EUR", b"1.1", 0), ("payments", b"EUR", b"10", 5)],
+             [("payments", b"USD", b"10", 100)]]
+    got, _ = bucket_run(rated_payments(True, grace=10), parts)
+    assert ("EUR", "10x1.1", 5) in got
+    assert sorted(got) == sorted(driver_run(rated_payments(True, grace=10), parts[0] + parts[1])[0])
+
+
+def test_histories_leave_the_state_once_retention_hides_them() -> None:
+    """Deleted keys not named again, and versions retention took from a named key."""
+    parts = [[("rates", f"K{i}".encode(), b"1.0", i) for i in range(5)],
+             [("rates", f"K{i}".encode(), None, 10 + i) for i in range(5)],
+             [("rates", b"EUR", b"1.1", 20), ("rates", b"EUR", b"1.2", 21)],
+             [("rates", b"USD", b"0.9", 2_000)],
+             [("payments", b"EUR", b"10", 2_001)]]
+    state = _Value()
+    plan = compile_topology(rated_payments(False))
+    assert plan.join is not None and plan.joined is not None
+    for part in parts:
+        records = [(TABLE_UPDATE if t == "rates" else AGGREGATION, k.decode(),  # type: ignore[union-attr]
+                    None if v is None else v.decode(), ts, ()) for t, k, v, ts in part]
+        batch, _ = frame(records, plan.join.key_serializer, 0, topics=[r[0] for r in part])
+        processor = AsOfJoinProcessor(plan.join, plan.joined)
+        processor.init(_Handle(state))  # type: ignore[arg-type]
+        list(processor.handleInputRows((0,), iter([batch.to_pandas()]), None))
+    assert state.held is not None
+    observed, histories, _ = decode(state.held[0])
+    assert observed == 2_000
+    assert sorted(histories) == [b"EUR", b"USD"]  # the deleted keys are gone
+    assert decode(histories[b"EUR"][2]) == ("EUR", [("1.2", 21)])  # named: 1.1 went
 
 
 def test_a_key_untouched_for_batches_keeps_its_history_and_reads_as_of_its_time() -> None:
@@ -163,8 +201,8 @@ def test_a_key_untouched_for_batches_keeps_its_history_and_reads_as_of_its_time(
     (observed1, histories1, _), (observed2, histories2, _) = saved
     assert (observed1, observed2) == (1, 30)
     assert histories2[b"EUR"] == histories1[b"EUR"]
-    assert decode(histories2[b"EUR"]) == ("EUR", [("1.1", 0)])
-    assert decode(histories2[b"USD"]) == ("USD", [("0.9", 1), ("0.8", 30)])
+    assert decode(histories2[b"EUR"][2]) == ("EUR", [("1.1", 0)])
+    assert decode(histories2[b"USD"][2]) == ("USD", [("0.9", 1), ("0.8", 30)])
 
 
 def test_a_bucket_saved_as_one_history_is_read_and_filed_per_key() -> None:
@@ -185,5 +223,5 @@ def test_a_bucket_saved_as_one_history_is_read_and_filed_per_key() -> None:
     assert state.held is not None
     observed, histories, buffered = decode(state.held[0])
     assert (observed, buffered) == (5, None)
-    assert {kb: decode(held) for kb, held in histories.items()} == {
+    assert {kb: decode(held) for kb, (_, _, held) in histories.items()} == {
         b"EUR": ("EUR", [("1.1", 0), ("1.2", 5)]), b"USD": ("USD", [("0.9", 1)])}

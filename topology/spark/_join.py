@@ -20,13 +20,16 @@ the position of the stream record it came from, so that the aggregation folds va
 arrival order, across buckets.
 
 The state of a bucket is the store's observed stream time, each key's visible history (its
-:meth:`history` with deletes) encoded on its own and filed under the key's bytes, and the
-join's grace buffer (its own checkpoint). A call decodes and restores only the histories of
-the keys its records name (the store's :meth:`restore` of those keys, then the observed
-stream time), and encodes again only the histories of the keys its table updates changed;
-the other keys' histories stay the bytes they were, so a call's cost follows its records,
-not the table. A key's stored history may keep versions that fell out of history retention
-since it was last written: they go when it is next restored. With a grace period the
+:meth:`history` with deletes) encoded on its own and filed under the key's bytes with its
+newest version's timestamp and whether that is a delete, and the join's grace buffer (its
+own checkpoint). A call decodes and restores only the histories of the keys its records
+name and of the stream records its grace buffer holds (the store's :meth:`restore` of those
+keys, then the observed stream time), and encodes again only the histories that changed: a
+table update named the key, or retention took versions. A history whose newest version is
+a delete older than the retention's cutoff is dropped without decoding. The other keys'
+histories stay the bytes they were, so a call's cost follows its records, not the table;
+a key not named since may keep versions that fell out of retention (at most the versions
+it had when it was last named) until it is named again. With a grace period the
 join's buffer time is the largest stream timestamp the processor has seen; a task has one
 processor for all keys, so the runner then uses one bucket, which keeps that time (and so
 which records are still held) the task's.
@@ -56,6 +59,17 @@ _STATE = StructType([StructField("history", BinaryType())])
 def buckets(spec: JoinSpec) -> int:
     """How many key buckets the join runs in: one with a grace period (see the module)."""
     return 1 if spec.grace_ms is not None else BUCKETS
+
+
+_Filed = tuple[int, bool, bytes]
+"""A key's filed history: its newest version's timestamp (ms), whether that version is a
+delete, and the state codec's bytes of ``(key, [(value, timestamp), ...])``, oldest first."""
+
+
+def _filed(key: Any, versions: list[tuple[Any, int]]) -> _Filed:
+    """``key``'s history ``versions`` (oldest first, not empty), filed."""
+    value, newest = versions[-1]
+    return newest, value is None, encode((key, versions))
 
 
 def _no_keyspace(name: str) -> Any:
@@ -97,8 +111,17 @@ class AsOfJoinProcessor(StatefulProcessor):
         join.init(host)  # type: ignore[arg-type]
         observed, histories, buffered = self._load()
         touched = {kb for kb in data["kb"].tolist() if kb is not None}
-        replay = [(key, value, ts) for kb in touched if kb in histories
-                  for key, versions in (decode(histories[kb]),) for value, ts in versions]
+        if buffered is not None:  # held stream records look their keys up when released
+            key_bytes = spec.key_serializer
+            touched.update(kb for *_, key, _, _ in buffered[2]
+                           if (kb := key_bytes(key)) is not None)
+        opened: dict[bytes, tuple[Any, int]] = {}
+        replay = []
+        for kb in touched:
+            if kb in histories:
+                key, versions = decode(histories[kb][2])
+                opened[kb] = (key, len(versions))
+                replay += [(key, value, ts) for value, ts in versions]
         replay.sort(key=lambda record: record[2])
         store.restore(replay, observed_stream_time=observed)
         if buffered is not None:
@@ -124,7 +147,7 @@ class AsOfJoinProcessor(StatefulProcessor):
                 stream(record_key, loads(v), ctx)
                 seqs += [seq] * (len(out) - before)
                 index += range(len(out) - before)
-        self._save(store, histories, changed, join)
+        self._save(store, histories, opened, changed, join)
         records, topics = chain.take_with_topics()
         batch, _ = frame(records, self._key_bytes, 0, positions=(seqs, index), topics=topics)
         yield batch.to_pandas()
@@ -132,7 +155,7 @@ class AsOfJoinProcessor(StatefulProcessor):
         if drops:
             yield drop_frame(drops).to_pandas()
 
-    def _load(self) -> tuple[int | None, dict[bytes, bytes], Any]:
+    def _load(self) -> tuple[int | None, dict[bytes, _Filed], Any]:
         """The bucket's observed stream time, histories by key bytes, and grace buffer.
 
         A bucket saved as one history of all its keys (by the releases before per-key
@@ -152,20 +175,37 @@ class AsOfJoinProcessor(StatefulProcessor):
         for key, value, ts in history:
             by_key.setdefault(key_bytes(key) or b"", (key, []))[1].append((value, ts))
         observed = max((ts for _, _, ts in history), default=None)
-        return observed, {kb: encode(entry) for kb, entry in by_key.items()}, buffered
+        return observed, {kb: _filed(key, versions)
+                          for kb, (key, versions) in by_key.items()}, buffered
 
-    def _save(self, store: Any, histories: dict[bytes, bytes], changed: dict[bytes, Any],
+    def _save(self, store: Any, histories: dict[bytes, _Filed],
+              opened: dict[bytes, tuple[Any, int]], changed: dict[bytes, Any],
               join: InternalProcessor) -> None:
-        """File the changed keys' histories again and write the bucket's state."""
-        for kb, key in changed.items():
+        """File again the changed histories, drop the invisible ones, write the state.
+
+        A history changed if a table update of the call named its key, or if it lost
+        versions to retention (it was restored with more than the store now shows). A
+        history not restored is dropped without decoding when its newest version is a
+        delete older than the retention's cutoff: then none of it is visible.
+        """
+        recount = {kb: key for kb, (key, _) in opened.items()}
+        recount.update(changed)
+        for kb, key in recount.items():
             versions = [(e.value, e.timestamp)
                         for e in store.history(key, newest_first=False, include_deletes=True)]
+            if kb not in changed and len(versions) == opened[kb][1]:
+                continue
             if versions:
-                histories[kb] = encode((key, versions))
+                histories[kb] = _filed(key, versions)
             else:
                 histories.pop(kb, None)
-        buffered = join.checkpoint(_no_keyspace)
         observed = store.observed_stream_time
+        cutoff = observed - store.history_retention_ms
+        gone = [kb for kb, (newest, deleted, _) in histories.items()
+                if deleted and newest < cutoff]
+        for kb in gone:
+            del histories[kb]
+        buffered = join.checkpoint(_no_keyspace)
         if observed < 0 and not histories and buffered is None:
             self._state.clear()  # nothing seen yet
             return

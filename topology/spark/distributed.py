@@ -471,6 +471,8 @@ class DistributedRunner:
                     for route, key, value, ts, headers in records:
                         per_topic[route].append(TestRecord(key, value, ts, headers))
                     for route, topic in enumerate(topics):
+                        if topic in parquet:
+                            continue  # its files were written on the executors
                         sink = sinks.get(topic)
                         counts[topic] = len(per_topic[route])
                         if sink is not None and topic not in framed:

@@ -148,13 +148,16 @@ class ParquetSink(_RunnerSink):
     A ``ForeachBatchRunner`` writes one file per batch from the driver, where it runs the
     topology. A ``DistributedRunner`` has each Spark task write its own records as one file
     (:meth:`write_part`, on the executors), then the driver makes the files the batch
-    (:meth:`commit`): ``path`` must then be a directory every node sees at the same place
-    (a shared mount; on one machine any directory).
+    (:meth:`commit`): ``path`` (made absolute when the sink is created) must then be a
+    directory every node sees at the same place (a shared mount; on one machine any
+    directory), the batch's records are spread over its files in no particular order, and
+    Spark's speculative execution (``spark.speculation``, off by default) must stay off: a
+    losing attempt still writing when the batch is committed could leave its file there.
     """
 
     def __init__(self, path: str | os.PathLike[str], key_serde: Serde[Any] | None = None,
                  value_serde: Serde[Any] | None = None) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()
         self._key_serde = key_serde
         self._value_serde = value_serde
 
