@@ -255,7 +255,7 @@ class ParquetSink(_RunnerSink):
             if schema.equals(common):
                 continue
             try:
-                table = pq.read_table(staging / name).cast(common)
+                table = pq.ParquetFile(staging / name).read().cast(common)  # no partitions
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                 raise self._mixed(schemas, exc) from exc
             pq.write_table(table, staging / name)
