@@ -275,6 +275,13 @@ def restore_replays_with_kafka_rules(factory: VersionedStoreFactory) -> None:
         _same(s.dropped_records, 0, "restore never counts")
         _same(s.observed_stream_time, 300_020, "restore moves stream time")
         _expect_error(TypeError, lambda: s.restore([("k", "v")]), "restore of a pair")
+    with _Store(factory, history_retention_ms=100) as s:  # part of a store's keys
+        s.restore([("k", "a", 10), ("k", "b", 50)], observed_stream_time=400)
+        _same(s.observed_stream_time, 400, "restore moves stream time to the one given")
+        _same((s.get("k", 310), s.get("k", 40)), (R("b", 50), None), "reads at the time given")
+        _same(s.put("k", "c", 250), PUT_RETURN_CODE_NOT_PUT, "writes judged at the time given")
+        _expect_error(ValueError, lambda: s.restore([], observed_stream_time=-2),
+                      "a negative observed stream time")
 
 
 # -- the extras -------------------------------------------------------------------------------
