@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -82,6 +83,27 @@ def test_parquet_commit_says_when_the_executors_files_are_elsewhere(tmp_path: Pa
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(IllegalStateError, match=r"finds no directory .* on this node"):
         sink.write_part([TestRecord("a", 1, 0)], staging)  # an executor's view of it
+
+
+class _Conf:
+    """A session's settings as ``spark.conf`` reads them back."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self._values = values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self._values.get(key, default)
+
+
+def test_parquet_sinks_need_speculative_execution_off(tmp_path: Path) -> None:
+    """Checked when a DistributedRunner is built (speculation cannot change at runtime)."""
+    from topology.spark.distributed import _check_parquet_sinks
+
+    speculative = SimpleNamespace(conf=_Conf({"spark.speculation": "true"}))
+    with pytest.raises(IllegalStateError, match=r"topics \['out'\].*spark.speculation=false"):
+        _check_parquet_sinks(speculative, {"out": sinks.parquet(tmp_path)})
+    _check_parquet_sinks(speculative, {"out": sinks.memory()})
+    _check_parquet_sinks(SimpleNamespace(conf=_Conf({})), {"out": sinks.parquet(tmp_path)})
 
 
 def test_parquet_output_reads_back_in_spark_with_the_batch_id(spark: Any, tmp_path: Path

@@ -57,6 +57,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..errors import IllegalStateError
 from ..runtime.metrics import DropReason
 from ..runtime.outputs import TestRecord
 from ..topology import Topology
@@ -118,7 +119,8 @@ class DistributedRunner:
         DataFrame, or a sink that is not callable.
     :raises ValueError: for missing or unknown sources or sinks, or a time limit, join or
         batched aggregations on a session without the RocksDB state store.
-    :raises IllegalStateError: on pyspark older than 4.0 (no ``transformWithStateInPandas``).
+    :raises IllegalStateError: on pyspark older than 4.0 (no ``transformWithStateInPandas``),
+        or for a parquet sink on a session with ``spark.speculation`` on.
 
     Time is Spark's: one watermark for the query, the largest timestamp seen minus the
     grace period, moved between micro-batches (see the Spark page of the docs for how that
@@ -184,6 +186,7 @@ class DistributedRunner:
         self._last_progress = -1
         self._saved: str | None = None
         self._spark = self._sources[0].df.sparkSession
+        _check_parquet_sinks(self._spark, self._sinks)
         stateful = compiled.limit or compiled.join or compiled.batched
         if stateful is not None:
             _check_transform_with_state(self._spark, stateful.name)
@@ -880,6 +883,23 @@ def _has_stateless(plan: Plan) -> bool:
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 """The state store that Spark's ``transformWithState`` needs."""
+
+
+def _check_parquet_sinks(spark: Any, sinks: Mapping[str, Sink]) -> None:
+    """Refuse a parquet sink on a session with speculative execution.
+
+    The executors write a parquet sink's files: a speculative task attempt that loses the
+    race could still be writing its file when the driver commits the batch.
+
+    :raises IllegalStateError: for a parquet sink with ``spark.speculation`` on.
+    """
+    topics = sorted(topic for topic, sink in sinks.items() if isinstance(sink, ParquetSink))
+    if topics and str(spark.conf.get("spark.speculation", "false")).lower() == "true":
+        raise IllegalStateError(
+            f"the parquet sinks of topics {topics} are written by the executors, which needs "
+            "Spark's speculative execution off (spark.speculation=false): a losing task "
+            "attempt could leave a second copy of its records in a batch; turn it off, or "
+            "write with Spark's own writer from a kafka_frame sink")
 
 
 def _check_transform_with_state(spark: Any, node: str) -> None:

@@ -151,8 +151,9 @@ class ParquetSink(_RunnerSink):
     (:meth:`commit`): ``path`` (made absolute when the sink is created) must then be a
     directory every node sees at the same place (a shared mount; on one machine any
     directory), the batch's records are spread over its files in no particular order, and
-    Spark's speculative execution (``spark.speculation``, off by default) must stay off: a
-    losing attempt still writing when the batch is committed could leave its file there.
+    the runner refuses a session with Spark's speculative execution on (``spark.speculation``,
+    off by default): a losing attempt still writing when the batch is committed could leave
+    its file there.
     """
 
     def __init__(self, path: str | os.PathLike[str], key_serde: Serde[Any] | None = None,
