@@ -166,28 +166,28 @@ class AggregationBucket:
         Without windows the aggregates are filed by key bytes (see the module docstring).
         ``None`` when nothing is kept.
         """
-        spec = self._spec
-        store = self._store
-        held: list[tuple[Any, ...]] | dict[bytes, bytes] = []
-        if self._rows is not None:
-            held = self._rows.filed()
-        else:
-            assert isinstance(held, list)
-            keeps = _keeps(spec, self.aggregate.stream_time)
-            for windowed, value in store.all():
-                window = windowed.window
-                if not keeps(window):
-                    continue
-                if spec.kind == "session":
-                    held.append((windowed.key, window.start, window.end, value))
-                else:
-                    value, ts = store.get_with_timestamp(windowed.key, window.start)
-                    held.append((windowed.key, window.start, value, ts))
+        held = self._windows() if self._rows is None else self._rows.filed()
         buffered = [] if self.engine is None else [
             (e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in self.engine.buffer]
         if not held and not buffered:
             return None
         return encode((held, buffered))
+
+    def _windows(self) -> list[tuple[Any, ...]]:
+        """The windows a record may still update, as :meth:`_restore` takes them back."""
+        spec, store = self._spec, self._store
+        keeps = _keeps(spec, self.aggregate.stream_time)
+        held: list[tuple[Any, ...]] = []
+        for windowed, value in store.all():
+            window = windowed.window
+            if not keeps(window):
+                continue
+            if spec.kind == "session":
+                held.append((windowed.key, window.start, window.end, value))
+            else:
+                value, ts = store.get_with_timestamp(windowed.key, window.start)
+                held.append((windowed.key, window.start, value, ts))
+        return held
 
     def due(self) -> int | None:
         """When the first buffered entry is due (ms of stream time), or ``None``."""

@@ -46,7 +46,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -456,17 +455,15 @@ class DistributedRunner:
                 batch_df.persist()  # each sink's frame and the collection read it once
             try:
                 for topic, parquet_sink in parquet.items():
-                    staging = parquet_sink.stage(int(batch_id))
-                    try:
-                        write = partial(parquet_parts, route=topics.index(topic), window=window,
-                                        key_mode=key_mode, post=post, sink=parquet_sink,
+                    def on_executors(staging: Any, sink: ParquetSink = parquet_sink,
+                                     route: int = topics.index(topic)) -> list[tuple[str, int]]:
+                        write = partial(parquet_parts, route=route, window=window,
+                                        key_mode=key_mode, post=post, sink=sink,
                                         staging=str(staging))
-                        parts = batch_df.mapInArrow(write, "file string, records long").collect()
-                    except BaseException:
-                        shutil.rmtree(staging, ignore_errors=True)
-                        raise
-                    counts[topic] = parquet_sink.commit(
-                        int(batch_id), staging, [(row.file, row.records) for row in parts])
+                        return [(row.file, row.records) for row in batch_df.mapInArrow(
+                            write, "file string, records long").collect()]
+
+                    counts[topic] = parquet_sink.write_batch(int(batch_id), on_executors)
                 if collected:
                     records = _records(to_arrow(batch_df), window, key_mode,
                                        None if window is None else Chain(post))

@@ -167,13 +167,27 @@ class ParquetSink(_RunnerSink):
 
         :raises TypeError: for keys or values that do not fit one Parquet column.
         """
+        self.write_batch(batch_id, lambda staging: [self.write_part(records, staging)]
+                         if records else [])
+
+    def write_batch(self, batch_id: int,
+                    write: Callable[[Path], Sequence[tuple[str, int]]]) -> int:
+        """Stage batch ``batch_id``, have ``write(staging)`` write its files, and commit them.
+
+        ``write`` returns the ``(name, count)`` of each file it wrote (:meth:`write_part`'s,
+        here or on the executors). A failure leaves no staging directory behind. Returns the
+        records written.
+
+        :raises IllegalStateError: see :meth:`commit`.
+        :raises TypeError: see :meth:`write_part` and :meth:`commit`.
+        """
         staging = self.stage(batch_id)
         try:
-            parts = [self.write_part(records, staging)] if records else []
+            parts = write(staging)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        self.commit(batch_id, staging, parts)
+        return self.commit(batch_id, staging, parts)
 
     def stage(self, batch_id: int) -> Path:
         """Create and return a new hidden directory for batch ``batch_id``'s files."""
