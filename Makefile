@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 
 # The oldest pyspark the ForeachBatchRunner supports (3.5.0), with the pandas, numpy and pyarrow
 # that platforms ship beside it, in a venv of its own: the suite's smoke test
-# (tests/spark/test_oldest_pyspark.py) runs the ForeachBatchRunner's tests there.
+# (tests/spark/test_oldest_pyspark.py) runs a smoke set of the ForeachBatchRunner's tests there.
 OLDEST_VENV := .venv-oldest
 OLDEST_STAMP := $(OLDEST_VENV)/.installed
 OLDEST_PINS := 'pyspark==3.5.0' 'pandas>=2.2,<2.3' 'numpy<2' 'pyarrow==18.*'

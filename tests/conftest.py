@@ -2,6 +2,12 @@
 
 Workers are separate processes started from the current directory, which the docs tests
 change; without this they import whatever ``topology`` the interpreter finds installed.
+
+Every Spark JVM the suite starts (the shared session, and those of child processes: the kill
+runs, the examples, the pyspark 3.5 smoke test) compiles with the JIT's first tier only
+(``SPARK_SUBMIT_OPTS``, unless already set): a test's JVM lives for minutes and runs small
+batches, and the optimizing tier's compile threads cost it about a quarter of its CPU time
+without making those batches faster.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import pytest
 ROOT = str(Path(__file__).resolve().parent.parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [ROOT, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != ROOT]])
+
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 import hypothesis_profiles  # noqa: E402,F401 - registers and loads the profile before any test
 

@@ -24,7 +24,7 @@ from topology.state.rocksdb.errors import StateDirectoryError
 
 from .pipeline import OUTPUTS, pipe_from_committed, read_all, records, topology
 
-N = 3_000
+N = 1_000
 CLEAR = (StateCorruptedError, StateDirectoryError)
 
 
@@ -41,7 +41,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     data = records(N, seed=4)
     with TopologyTestDriver(topology()) as driver:
         pipe_from_committed(driver, data)
-        return read_all(driver)
+        out = read_all(driver)
+    assert all(out.values()), "every output holds records for the damage to lose or double"
+    return out
 
 
 def damaged_run(tmp_path: Path, damage: Any, pick: Any) -> dict[str, list[Any]] | Exception:
