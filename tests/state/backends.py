@@ -8,8 +8,6 @@ returning a new, empty store for ``str`` keys serialized as UTF-8 and ``str`` va
 
 from __future__ import annotations
 
-import atexit
-import tempfile
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -18,38 +16,29 @@ from topology.state.api import VersionedKeyValueStore
 from topology.state.memory import InMemoryVersionedKeyValueStore
 from topology.state.rocksdb import Keyspace, RocksDBVersionedKeyValueStore, StateDB
 
+from .pool import Databases
+
 
 def _memory(**options: Any) -> VersionedKeyValueStore:
     return InMemoryVersionedKeyValueStore("test", str.encode, **options)
 
 
-_FREE: list[StateDB] = []
-"""Open StateDBs with an empty keyspace ``"test"``, ready for the next store."""
-_DIRECTORY = tempfile.TemporaryDirectory(prefix="versioned-")
+_DATABASES = Databases("stores-")
+"""The databases behind every persistent store of the registries."""
 
 
 def _rocksdb(**options: Any) -> VersionedKeyValueStore:
-    """A store on an empty keyspace of a StateDB of its own.
-
-    Opening a StateDB costs tens of milliseconds (most of it creating the keyspace), too
-    much for thousands of hypothesis examples, so databases are reused: closing a store (or
-    garbage-collecting one a test left open) rolls back its writes, which were never
-    committed, and frees its database. All of them are closed and removed at exit.
-    """
-    db = _FREE.pop() if _FREE else StateDB.open(tempfile.mkdtemp(dir=_DIRECTORY.name))
+    """A store on an empty keyspace of a StateDB of its own, lent by :data:`_DATABASES`:
+    closing the store (or garbage-collecting one a test left open) gives it back."""
+    db = _DATABASES.lend()
     keyspace = db.keyspace("test")
     released = False
 
     def release() -> None:  # called by close(), then again when the store is collected
         nonlocal released
-        if released:
-            return
-        released = True
-        db.rollback()
-        if next(keyspace.items(), None) is None:
-            _FREE.append(db)
-        else:  # something committed to it: do not reuse it
-            db.close()
+        if not released:
+            released = True
+            _DATABASES.take_back(db, [keyspace])
 
     try:
         store = RocksDBVersionedKeyValueStore("test", str.encode, keyspace, on_close=release,
@@ -59,13 +48,6 @@ def _rocksdb(**options: Any) -> VersionedKeyValueStore:
         raise
     weakref.finalize(store, release)
     return store
-
-
-@atexit.register
-def _close_databases() -> None:
-    while _FREE:
-        _FREE.pop().close()
-    _DIRECTORY.cleanup()
 
 
 VERSIONED_BACKENDS: dict[str, Callable[..., VersionedKeyValueStore]] = {
@@ -82,57 +64,30 @@ def check_internals(store: Any) -> None:
 
 
 class StateDirs:
-    """Empty keyspaces of open StateDBs, for the persistent entries of the store registries.
-
-    Opening a StateDB costs about 13 ms, more than most hypothesis examples, so databases are
-    reused: :meth:`close` (at the end of each test or example) drops the pending writes of
-    every database handed out since the last one, deletes what was committed to its keyspace
-    and commits that, and keeps the database for the next :meth:`keyspace`. A database that
-    cannot be emptied is closed instead. All of them are closed and removed at exit.
-    """
+    """Empty keyspaces of StateDBs lent by :data:`_DATABASES`, given back by :meth:`close`
+    (at the end of each test or hypothesis example)."""
 
     def __init__(self) -> None:
-        self._directory = tempfile.TemporaryDirectory(prefix="stores-")
-        self._free: list[StateDB] = []
-        self._handed: list[tuple[StateDB, Keyspace]] = []
-        atexit.register(self._close_all)
+        self._lent: list[tuple[StateDB, Keyspace]] = []
 
     def keyspace(self, name: str) -> Keyspace:
-        """An empty keyspace ``name`` of a StateDB no other keyspace handed out uses."""
-        db = self._free.pop() if self._free else StateDB.open(
-            tempfile.mkdtemp(dir=self._directory.name))
+        """An empty keyspace ``name`` of a StateDB no other keyspace lent out uses."""
+        db = _DATABASES.lend()
         keyspace = db.keyspace(name)
-        self._handed.append((db, keyspace))
-        assert next(keyspace.items(), None) is None, "a reused keyspace was not emptied"
+        assert next(keyspace.items(), None) is None, "a lent keyspace was not emptied"
+        self._lent.append((db, keyspace))
         return keyspace
 
     def commit(self) -> None:
-        """Commit every database handed out since the last :meth:`close`."""
-        for db, _ in self._handed:
+        """Commit every database lent out since the last :meth:`close`."""
+        for db, _ in self._lent:
             db.commit()
 
     def close(self) -> None:
-        """Empty every keyspace handed out since the last call and keep its database."""
-        handed, self._handed = self._handed, []
-        for db, keyspace in handed:
-            try:
-                db.rollback()
-                for key in [key for key, _ in keyspace.items()]:
-                    keyspace.delete(key)
-                db.commit()
-                emptied = next(keyspace.items(), None) is None
-            except Exception:
-                emptied = False
-            if emptied:
-                self._free.append(db)
-            else:
-                db.close()
-
-    def _close_all(self) -> None:
-        self.close()
-        while self._free:
-            self._free.pop().close()
-        self._directory.cleanup()
+        """Give back every database lent out since the last call (emptied for the next)."""
+        lent, self._lent = self._lent, []
+        for db, keyspace in lent:
+            _DATABASES.take_back(db, [keyspace])
 
 
 STATE_DIRS = StateDirs()
