@@ -40,7 +40,7 @@ from topology.serde import (
 )
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-TEN_MB = 10_000_000
+ONE_MB = 1_000_000
 
 
 class Utf16Serde:
@@ -266,18 +266,18 @@ def test_time_windowed_end_is_capped_at_long_max() -> None:
 
 
 @pytest.mark.parametrize(("call", "length"), [
-    (lambda: Serdes.long().serialize("x" * TEN_MB), TEN_MB),
-    (lambda: Serdes.string().serialize(b"x" * TEN_MB), TEN_MB),
-    (lambda: Serdes.json().serialize(["x"] * TEN_MB + [{1}]), TEN_MB + 1),
-    (lambda: Serdes.long().deserialize(b"\x07" * TEN_MB), TEN_MB),
-    (lambda: Serdes.string().deserialize(b"a" * TEN_MB + b"\xff"), TEN_MB + 1),
-    (lambda: Serdes.json().deserialize(b"[" * TEN_MB), TEN_MB),
-    (lambda: fallback_key_bytes(frozenset(range(TEN_MB))), TEN_MB),
-    (lambda: fallback_value_bytes({"a": "x" * TEN_MB, "b": {1}}), 2),
-    (lambda: deserialize_from_topic(NamelessSerde(), b"\x00" * TEN_MB, "t"), TEN_MB),
-    (lambda: deserialize_produced(Serdes.long(), "x" * TEN_MB, "t"), TEN_MB),
+    (lambda: Serdes.long().serialize("x" * ONE_MB), ONE_MB),
+    (lambda: Serdes.string().serialize(b"x" * ONE_MB), ONE_MB),
+    (lambda: Serdes.json().serialize(["x"] * ONE_MB + [{1}]), ONE_MB + 1),
+    (lambda: Serdes.long().deserialize(b"\x07" * ONE_MB), ONE_MB),
+    (lambda: Serdes.string().deserialize(b"a" * ONE_MB + b"\xff"), ONE_MB + 1),
+    (lambda: Serdes.json().deserialize(b"[" * ONE_MB), ONE_MB),
+    (lambda: fallback_key_bytes(frozenset(range(ONE_MB))), ONE_MB),
+    (lambda: fallback_value_bytes({"a": "x" * ONE_MB, "b": {1}}), 2),
+    (lambda: deserialize_from_topic(NamelessSerde(), b"\x00" * ONE_MB, "t"), ONE_MB),
+    (lambda: deserialize_produced(Serdes.long(), "x" * ONE_MB, "t"), ONE_MB),
 ])
-def test_a_ten_megabyte_value_gives_a_short_message(call: Any, length: int) -> None:
+def test_a_megabyte_value_gives_a_short_message(call: Any, length: int) -> None:
     with pytest.raises(SerdeError) as info:
         call()
     message = str(info.value)
