@@ -163,7 +163,7 @@ def as_multiset(records: list[Any]) -> Counter[Any]:
 
 # -- drained, the sinks hold the driver's records ----------------------------------------------
 
-# Spark's window count and a batched aggregation on the same records: the kafka_frame test below
+# Spark's window count and a batched aggregation run on the same records in the kafka_frame test
 @pytest.mark.parametrize(("topology", "rows", "topics"), [
     (stateless_only, click_rows, ["pages"]),
     (page_sessions, session_click_rows, ["sessions"]),
@@ -413,17 +413,16 @@ def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path
         "dropped-records-total": 1.0, "dropped-records-total{reason=null-key}": 1.0}
 
 
-def converted_payments(left: bool, grace: int | None = None, retention: int = 400
-                       ) -> Topology:
-    """Payments re-keyed to their currency, joined as of their time with a versioned table."""
+def converted_payments(grace: int | None = None, retention: int = 400) -> Topology:
+    """Payments re-keyed to their currency, left-joined as of their time with a versioned
+    table (an inner join runs before the windows of converted_totals)."""
     b = StreamsBuilder()
     rates = b.table("rates", Consumed(key_serde=S, value_serde=Serdes.json()),
                     Materialized.versioned("rates", retention))
     payments = (b.stream("payments", Consumed(key_serde=S, value_serde=Serdes.json()))
                 .map(lambda k, p: (p["currency"], (p["account"], p["amount"]))))
-    join = payments.left_join if left else payments.join
-    (join(rates, lambda p, rate: (p[0], None if rate is None else round(p[1] * rate, 2)),
-          grace=grace)
+    (payments.left_join(rates, lambda p, rate: (p[0], None if rate is None
+                                                 else round(p[1] * rate, 2)), grace=grace)
      .filter(lambda currency, converted: converted[1] != 0)
      .to("converted"))
     return b.build()
@@ -474,14 +473,14 @@ def test_a_left_as_of_join_with_grace_gives_the_driver_records_and_drops(
     write_parquet(tmp_path / "payments", [kafka_table(p) for _, p in parts])
     out = sinks.memory()
     runner = DistributedRunner(
-        converted_payments(True, grace),
+        converted_payments(grace),
         sources={"rates": stream_of(rocksdb_state, tmp_path / "rates"),
                  "payments": stream_of(rocksdb_state, tmp_path / "payments")},
         sinks={"converted": out}, checkpoint_dir=str(tmp_path / "chk"))
     runner.run_available()
     early, late = batches(rows, 2)
     data = [*early, *dropped, *late]  # in timestamp order but for the two dropped rates
-    with TopologyTestDriver(converted_payments(True, grace)) as driver:
+    with TopologyTestDriver(converted_payments(grace)) as driver:
         inputs = {t: driver.create_input_topic(t, Serdes.bytes(), Serdes.bytes())
                   for t in ("rates", "payments")}
         for name, key, value, ts in data:
@@ -546,8 +545,8 @@ def test_table_updates_before_out_of_order_payments(rocksdb_state: Any, tmp_path
     payments = payment_rows(seed=6, n=90)
     rng.shuffle(payments)
     parts = [(rates[:20], []), (rates[20:], payments[:45]), ([], payments[45:])]
-    got = run_join(rocksdb_state, tmp_path, converted_payments(True, retention=5_000), parts)
-    expected = driver_records(converted_payments(True, retention=5_000), rates + payments,
+    got = run_join(rocksdb_state, tmp_path, converted_payments(retention=5_000), parts)
+    expected = driver_records(converted_payments(retention=5_000), rates + payments,
                               "converted")
     assert any(r.value[1] is None for r in expected) and \
         any(r.value[1] is not None for r in expected)

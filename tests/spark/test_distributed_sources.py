@@ -134,12 +134,12 @@ def test_one_dataframe_of_a_stream_and_its_versioned_table(rocksdb_state: Any,
     rows = sorted(rate_rows(seed=7) + payment_rows(seed=8, n=120), key=lambda r: r[3])
     write_parquet(tmp_path / "both", [kafka_table(part) for part in batches(rows, 2)])
     out = sinks.memory()
-    runner = DistributedRunner(converted_payments(True, 150),
+    runner = DistributedRunner(converted_payments(150),
                                sources=stream_of(rocksdb_state, tmp_path / "both"),
                                sinks={"converted": out}, checkpoint_dir=str(tmp_path / "chk"))
     runner.run_available()
     read_once(runner, len(rows))
-    expected = driver_records(converted_payments(True, 150), rows, "converted")
+    expected = driver_records(converted_payments(150), rows, "converted")
     assert len(expected) > 40
     assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
 

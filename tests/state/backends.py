@@ -8,6 +8,7 @@ returning a new, empty store for ``str`` keys serialized as UTF-8 and ``str`` va
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,7 @@ def _rocksdb(**options: Any) -> VersionedKeyValueStore:
             _DATABASES.take_back(db, [keyspace])
 
     try:
+        assert next(keyspace.items(), None) is None, "a lent keyspace was not emptied"
         store = RocksDBVersionedKeyValueStore("test", str.encode, keyspace, on_close=release,
                                               **options)
     except BaseException:
@@ -74,8 +76,8 @@ class StateDirs:
         """An empty keyspace ``name`` of a StateDB no other keyspace lent out uses."""
         db = _DATABASES.lend()
         keyspace = db.keyspace(name)
-        assert next(keyspace.items(), None) is None, "a lent keyspace was not emptied"
         self._lent.append((db, keyspace))
+        assert next(keyspace.items(), None) is None, "a lent keyspace was not emptied"
         return keyspace
 
     def commit(self) -> None:
@@ -86,8 +88,9 @@ class StateDirs:
     def close(self) -> None:
         """Give back every database lent out since the last call (emptied for the next)."""
         lent, self._lent = self._lent, []
-        for db, keyspace in lent:
-            _DATABASES.take_back(db, [keyspace])
+        with contextlib.ExitStack() as stack:  # every one given back, whatever one raises
+            for db, keyspace in lent:
+                stack.callback(_DATABASES.take_back, db, [keyspace])
 
 
 STATE_DIRS = StateDirs()

@@ -35,12 +35,15 @@ class Databases:
     """Open StateDBs in one temporary directory, lent out and taken back emptied.
 
     A database taken back is emptied (:func:`emptied`) and lent again; one that cannot be
-    emptied is closed. All of them are closed and removed at exit.
+    emptied is closed. A failing example's database is emptied and lent again too: the
+    stores read only what was written since, so hypothesis replays the failure as found.
+    All of them are closed and removed at exit; one taken back after that is closed.
     """
 
     def __init__(self, prefix: str) -> None:
         self._directory = tempfile.TemporaryDirectory(prefix=prefix)
         self._free: list[StateDB] = []
+        self._closed = False
         atexit.register(self._close_all)
 
     def lend(self) -> StateDB:
@@ -49,9 +52,10 @@ class Databases:
             tempfile.mkdtemp(dir=self._directory.name))
 
     def take_back(self, db: StateDB, keyspaces: Iterable[Keyspace]) -> None:
-        """Empty ``keyspaces`` (all ``db`` was used through) and keep ``db`` for the next."""
+        """Empty ``keyspaces`` (every keyspace of ``db`` that was used) and keep ``db`` for
+        the next loan; close it if that fails or the pool is closed."""
         try:
-            reusable = not db.closed and emptied(db, keyspaces)
+            reusable = not self._closed and not db.closed and emptied(db, keyspaces)
         except Exception:
             reusable = False
         if reusable:
@@ -60,6 +64,7 @@ class Databases:
             db.close()
 
     def _close_all(self) -> None:
+        self._closed = True
         while self._free:
             self._free.pop().close()
         self._directory.cleanup()

@@ -44,8 +44,8 @@ SESSION_BACKENDS: dict[str, Callable[[int], Any]] = {
     "rocksdb": lambda retention: RocksDBSessionStore(
         "s", _STR, retention, STATE_DIRS.keyspace("s")),
 }
-"""Persistent entries open a StateDB each (a fresh temporary directory), closed after each
-test or hypothesis example by :data:`STATE_DIRS`."""
+"""Persistent entries borrow a StateDB each from the shared pool, given back emptied after
+each test or hypothesis example by :data:`STATE_DIRS`."""
 
 
 @pytest.fixture(autouse=True)
