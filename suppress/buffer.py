@@ -5,8 +5,9 @@ lexicographically (a shorter prefix first), exactly as Kafka's ``BufferKey``. Ev
 takes the head of that order.
 
 Layout (see docs/implementation.md): a dict ``key identity -> entry`` (the index) and an
-:class:`~suppress.order.EntryOrder` holding the entries in eviction order: one heap for time
-limits, buckets per window end for final results (``few_times``). A key is serialized once,
+:class:`~suppress.order.HeapOrder` holding the entries in eviction order (final results,
+where thousands of keys share each buffer time, have a buffer of their own:
+:class:`~suppress.final.FinalResultsBuffer`). A key is serialized once,
 when it enters the buffer; updates to a buffered key are a dict lookup and never touch the
 order. Entries leave only through the head. A key's identity is ``key_identity(key)`` when
 one is given (the topology runtime gives one per key serializer, so that keys are the same
@@ -16,9 +17,8 @@ Byte accounting (Kafka's size estimate per entry) is kept incrementally only whe
 ``track_bytes`` is set (a ``max_bytes`` limit, or debug metrics); otherwise :attr:`size_bytes`
 computes the same figure on demand.
 
-Runtime complexity: put O(1) for a buffered key, O(log n) for a new one (O(1) in a known
-bucket); ``min_time`` O(1); evicting the head O(log n) (buckets: O(log k) amortized, a bucket
-of k keys sorted once).
+Runtime complexity: put O(1) for a buffered key, O(log n) for a new one; ``min_time`` O(1);
+evicting the head O(log n).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Protocol
 
 from .entry import BufferedEntry, RecordContext, context_size, entry_size
-from .order import BucketOrder, EntryOrder, HeapOrder
+from .order import HeapOrder
 
 __all__ = ("SuppressionBuffer", "TimeOrderedBuffer", "key_bytes_of", "serialized_key")
 
@@ -98,8 +98,6 @@ class TimeOrderedBuffer:
     :param value_serializer: gives a value's bytes, for byte accounting.
     :param track_bytes: keep every entry's size up to date on each put (needed for
         ``max_bytes``); when false, :attr:`size_bytes` is computed on demand, O(n).
-    :param few_times: many keys share each buffer time (final results: window ends), so
-        entries are bucketed per time; otherwise one heap orders them.
     :param key_identity: ``key -> identity``, equal exactly for keys with equal serialized
         bytes (a key is the same key as another when its bytes are); ``None``: the bytes
         themselves, one ``key_serializer`` call per put.
@@ -118,7 +116,6 @@ class TimeOrderedBuffer:
         key_serializer: Callable[[Any], bytes],
         value_serializer: Callable[[Any], bytes | None],
         track_bytes: bool = False,
-        few_times: bool = False,
         key_identity: Callable[[Any], Hashable] | None = None,
     ) -> None:
         self._key_ser = key_serializer
@@ -132,7 +129,7 @@ class TimeOrderedBuffer:
         self._value_ser = value_serializer
         self._track_bytes = track_bytes
         self._index: dict[Hashable, BufferedEntry] = {}
-        self._order: EntryOrder = BucketOrder() if few_times else HeapOrder()
+        self._order = HeapOrder()
         self._push = self._order.push
         self._min_time = self._order.min_time  # bound: the processor checks it per record
         self._bytes = 0
@@ -169,7 +166,7 @@ class TimeOrderedBuffer:
         :raises TypeError: if the key serializer gives anything but bytes (the order of
             keys is the order of their bytes); nothing is buffered then.
 
-        Runtime complexity: O(log n); with ``few_times``, O(1) at a time already buffered.
+        Runtime complexity: O(log n).
         """
         key_bytes = self._key_ser(key)
         if type(key_bytes) is not bytes:

@@ -13,9 +13,10 @@ Per record, in this order (Kafka's ``KTableSuppressProcessor``):
    :func:`~suppress.time.is_time_limit_reached`;
 4. if still over a limit: emit early from the head, or raise :class:`BufferFullError`.
 
-With ``spill_to_disk_when_full()`` the buffer is a :class:`~suppress.spill.SpillingBuffer`,
-which is never over a limit (its memory tier moves the overflow to disk), so step 4 never
-applies to it.
+Final results are buffered in a :class:`~suppress.final.FinalResultsBuffer` (a bucket per
+window end), time limits in a :class:`~suppress.buffer.TimeOrderedBuffer`. With
+``spill_to_disk_when_full()`` the buffer is a :class:`~suppress.spill.SpillingBuffer`, which is
+never over a limit (its memory tier moves the overflow to disk), so step 4 never applies to it.
 """
 
 from __future__ import annotations
@@ -27,15 +28,26 @@ from typing import Any, Protocol
 from .buffer import TimeOrderedBuffer
 from .config import BufferFullStrategy, Suppressed
 from .entry import BufferedEntry, RecordContext
-from .errors import BufferFullError, InvalidSuppressionError
+from .errors import LONG_MAX, BufferFullError, InvalidSuppressionError
+from .final import KEY_BYTES, PART, PRIOR, FinalResultsBuffer, WindowKeys
 from .order import HeapOrder
 from .spill import SpillBackend, SpillingBuffer
-from .time import NO_TIMESTAMP, is_time_limit_reached, is_window_closed
+from .time import (
+    NO_TIMESTAMP,
+    is_time_limit_reached,
+    is_window_closed,
+    last_closed_end,
+    window_close_time,
+)
 
 __all__ = ("BufferGauges", "SuppressMetrics", "SuppressProcessor", "SuppressionView")
 
 EmitCallback = Callable[[Any, Any, Any, RecordContext], None]
 """``emit(key, new, old, context)``: receives each record the suppression lets through."""
+
+WindowUpdate = Callable[[int, Any, Any, Any, Any, Any, int, Any, "str | None"], None]
+"""``update(time, window, part, identity, new, old, timestamp, context, topic)``: a change
+of the key ``part`` of ``window`` (see :meth:`SuppressProcessor.window_entry`)."""
 
 
 class BufferGauges(Protocol):
@@ -140,6 +152,8 @@ class SuppressProcessor:
     :param spill: the disk tier's store and codec, for ``spill_to_disk_when_full()``.
     :param key_identity: ``key -> identity``, equal exactly for keys with equal bytes (see
         :class:`~suppress.buffer.TimeOrderedBuffer`); ``None``: the key's bytes.
+    :param window_keys: for final results of time windows, how a key splits into its window
+        and the key inside it (see :mod:`suppress.final`); enables :meth:`window_entry`.
     :raises InvalidSuppressionError: for ``spill_to_disk_when_full()`` without ``spill``.
     """
 
@@ -155,6 +169,7 @@ class SuppressProcessor:
         buffer_time_of: Callable[[Any], int] | None = None,
         spill: SpillBackend | None = None,
         key_identity: Callable[[Any], Hashable] | None = None,
+        window_keys: WindowKeys | None = None,
     ) -> None:
         cfg = suppressed.buffer_config
         self.name = name
@@ -166,7 +181,7 @@ class SuppressProcessor:
         self.emit = emit
         """The callback records are let through to (replaceable before processing starts)."""
         track_bytes = cfg.bytes_limit is not None or debug_metrics
-        self.buffer: TimeOrderedBuffer | SpillingBuffer
+        self.buffer: TimeOrderedBuffer | SpillingBuffer | FinalResultsBuffer
         self._changed: dict[Hashable, Any] | None = None
         """The buffer's change tracking (see :meth:`track_changes`), noted by the fast path."""
         if cfg.strategy is BufferFullStrategy.SPILL_TO_DISK:
@@ -181,12 +196,17 @@ class SuppressProcessor:
             self._bounded = False  # never over a limit: the overflow is on disk
             self._index: dict[Any, BufferedEntry] = {}  # the fast path below does not run
             self._fast_update = False
+        elif self._final:
+            self.buffer = FinalResultsBuffer(
+                key_serializer, value_serializer, track_bytes=track_bytes,
+                key_identity=key_identity, window_keys=window_keys, time_of=buffer_time_of)
+            self._bounded = cfg.is_bounded
+            self._index = {}  # the fast path below does not run
+            self._fast_update = False
         else:
             self.buffer = TimeOrderedBuffer(
                 key_serializer, value_serializer, track_bytes=track_bytes,
-                few_times=self._final,  # window ends, each shared by many keys
-                key_identity=key_identity,
-            )
+                key_identity=key_identity)
             self._bounded = cfg.is_bounded
             self._index = self.buffer._index  # identity -> entry (a live reference)
             self._fast_update = not track_bytes
@@ -222,13 +242,13 @@ class SuppressProcessor:
         """Track the keys whose buffered entry changes; return the live ``identity -> key`` dict.
 
         For an owner that writes the buffer's image at each commit: every put, update and
-        removal from now on notes its key there; the owner reads and clears the dict.
-        In-memory buffers only.
+        removal from now on notes its key there (under a key of the buffer's choosing); the
+        owner reads and clears the dict. In-memory buffers only.
 
         :raises TypeError: for a spilling buffer (it keeps its own image).
         """
         buffer = self.buffer
-        if not isinstance(buffer, TimeOrderedBuffer):
+        if isinstance(buffer, SpillingBuffer):
             raise TypeError("a spilling buffer keeps its own image; it tracks no changes")
         changed: dict[Hashable, Any] = {}
         buffer.changed = self._changed = changed
@@ -250,7 +270,7 @@ class SuppressProcessor:
                 and self._bytes_limit is None and isinstance(order, HeapOrder)
                 and self._changed is None):
             return self.process_change
-        assert isinstance(buffer, TimeOrderedBuffer)
+        assert isinstance(buffer, TimeOrderedBuffer) and isinstance(order, HeapOrder)
         heap, index, add, evict_due = order.items, self._index, self._add, buffer.evict_due
         identity = self._identity
         is_due, delay, time_of = self.is_due, self.delay_ms, self._buffer_time_of
@@ -280,6 +300,53 @@ class SuppressProcessor:
                 del index[identity(entry.key)]  # sizes are not tracked: nothing to subtract
 
         return process_change
+
+    def window_entry(self) -> WindowUpdate:
+        """Where a time-windowed aggregation hands its changes, without building keys.
+
+        ``update(time, window, part, identity, new, old, timestamp, context, topic)`` does what
+        :meth:`process_change` does for the key of ``part`` in ``window`` (buffer time
+        ``time``), with ``identity`` the part's (see :class:`~suppress.final.BucketKeys`), and
+        the context as :meth:`~suppress.final.FinalResultsBuffer.write` takes it.
+
+        :raises TypeError: unless this suppression buffers final results in memory with
+            ``window_keys``.
+        """
+        buffer = self.buffer
+        if not isinstance(buffer, FinalResultsBuffer) or not buffer.splits_keys:
+            raise TypeError(f"{self.name}: only final results of time windows, buffered in "
+                            "memory, take changes by window")
+        write, times, delay = buffer.write, buffer.times, self.delay_ms
+        buckets = buffer.buckets
+        sized = buffer.tracks_bytes
+        metrics = self.metrics if self._debug else None
+        bounded, enforce = self._bounded, self._enforce
+        head = close = LONG_MAX  # the head's buffer time and when its window closes
+        # the entries of the time last written (a bucket's dict is empty once it left)
+        last_time = LONG_MAX
+        last_entries: dict[Hashable, tuple[Any, ...]] = {}
+
+        def update(time: int, window: Any, part: Any, identity: Any, new: Any, old: Any,
+                   timestamp: int, context: Any, topic: str | None) -> None:
+            nonlocal head, close, last_time, last_entries
+            if timestamp > self.stream_time:
+                self.stream_time = timestamp
+            entry = last_entries.get(identity) if time == last_time else None
+            if entry is None or sized or buffer.changed is not None:
+                write(time, window, part, identity, new, old, timestamp, context, topic)
+                last_time, last_entries = time, buckets[time].entries
+            else:  # an update, as write() does it
+                last_entries[identity] = (new, timestamp, old, context, entry[PRIOR], topic,
+                                          entry[KEY_BYTES], entry[PART])
+            if metrics is not None:
+                metrics.sample()
+            if times[0] != head:  # not empty: an entry was just written
+                head = times[0]
+                close = window_close_time(head, delay)
+            if bounded or self.stream_time >= close:
+                enforce()
+
+        return update
 
     def process_change(self, key: Any, new: Any, old: Any, context: RecordContext) -> None:
         """:meth:`process` with the buffer time from ``buffer_time_of``.
@@ -331,13 +398,16 @@ class SuppressProcessor:
         buffer = self.buffer
         is_due, delay, now = self.is_due, self.delay_ms, self.stream_time
         if is_due(self._min_time(), delay, now):  # an empty buffer's min time: 2**63 - 1
-            buffer.evict_due(lambda head: is_due(head, delay, now), self._emit_entry)
+            if isinstance(buffer, FinalResultsBuffer):
+                buffer.emit_closed(last_closed_end(delay, now), self._emit_change)
+            else:
+                buffer.evict_due(lambda head: is_due(head, delay, now), self._emit_entry)
             if self._debug:
                 self.metrics.sample()
         records_limit = self._records_limit
         bytes_limit = self._bytes_limit
         if self._bounded and (
-                (records_limit is not None and len(self._index) > records_limit)
+                (records_limit is not None and buffer.num_records > records_limit)
                 or (bytes_limit is not None and buffer.size_bytes > bytes_limit)):
             if self._emit_early:
                 buffer.evict_over(records_limit, bytes_limit, self._emit_entry)
@@ -348,10 +418,13 @@ class SuppressProcessor:
                                       buffer.size_bytes, bytes_limit)
 
     def _emit_entry(self, entry: BufferedEntry) -> None:
-        if self._final and entry.new is None:
+        self._emit_change(entry.key, entry.new, entry.old, entry.context)
+
+    def _emit_change(self, key: Any, new: Any, old: Any, context: RecordContext) -> None:
+        if self._final and new is None:
             return  # a window that ended as a tombstone has no final result
         self.metrics.emit_total += 1
-        self.emit(entry.key, entry.new, entry.old, entry.context)
+        self.emit(key, new, old, context)
 
     def prior_value(self, key: Any) -> tuple[bool, Any]:
         """``(True, value downstream last saw)`` for a buffered key, else ``(False, None)``."""

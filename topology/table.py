@@ -294,9 +294,10 @@ class KTable(Generic[K, V]):
         self._old_values.enable()
         return self._derive(
             "KTABLE-SUPPRESS",
-            Suppression(create=lambda: SuppressNodeProcessor(suppressed, delay, key_ser,
-                                                             value_ser, buffer_time, store,
-                                                             upstream),
+            Suppression(create=lambda: SuppressNodeProcessor(
+                            suppressed, delay, key_ser, value_ser, buffer_time, store, upstream,
+                            time_windows=(suppressed.final_results and window is not None
+                                          and not window.session)),
                         suppressed=suppressed, delay_ms=delay, store=store,
                         key_serializer=key_ser, value_serializer=value_ser,
                         buffer_time=buffer_time),

@@ -1,4 +1,4 @@
-"""The time-ordered buffer against a naive reference model (hypothesis state machine)."""
+"""The suppression buffers against a naive reference model (hypothesis state machines)."""
 
 from __future__ import annotations
 
@@ -10,28 +10,42 @@ from hypothesis_profiles import examples
 
 from suppress.buffer import TimeOrderedBuffer
 from suppress.entry import RecordContext, context_size, entry_size
+from suppress.final import FinalResultsBuffer
 
 KEYS = st.binary(min_size=0, max_size=3)
 VALUES = st.none() | st.binary(max_size=4)
 
 
+def _key_time(key: bytes) -> int:
+    """A final-results key's buffer time: a function of the key, as a window's end is."""
+    return sum(key) % 7 * 3
+
+
 class BufferMachine(RuleBasedStateMachine):
     """Model: a dict key -> [time, new, old, prior, ctx]; order = sorted (time, key).
 
-    Two buffers: ``buf`` (one heap, bytes tracked) and ``lazy`` (buckets per time, bytes
-    computed on demand); both must evict exactly what the model says.
+    Two buffers: ``buf`` (bytes tracked) and ``lazy`` (bytes computed on demand); both must
+    evict exactly what the model says. Here both are time-limit buffers (one heap), and a
+    key's time is drawn: a key already buffered keeps its first time.
     """
+
+    time_of = None
+
+    def buffers(self) -> tuple:
+        return (TimeOrderedBuffer(bytes, bytes, track_bytes=True),
+                TimeOrderedBuffer(bytes, bytes, track_bytes=False))
 
     def __init__(self) -> None:
         super().__init__()
-        self.buf = TimeOrderedBuffer(bytes, bytes, track_bytes=True)
-        self.lazy = TimeOrderedBuffer(bytes, bytes, track_bytes=False, few_times=True)
+        self.buf, self.lazy = self.buffers()
         self.model: dict[bytes, list] = {}
 
     @rule(time=st.integers(0, 20), key=KEYS, new=VALUES, old=VALUES, ts=st.integers(0, 50),
           topic=st.sampled_from(["", "t", "tópic"]))
     def put(self, time: int, key: bytes, new, old, ts: int, topic: str) -> None:
         ctx = RecordContext(ts, 0, topic, 0, ())
+        if self.time_of is not None:
+            time = self.time_of(key)
         self.buf.put(time, key, new, old, ctx)
         self.lazy.put(time, key, new, old, ctx)
         if key in self.model:
@@ -43,12 +57,14 @@ class BufferMachine(RuleBasedStateMachine):
     def _order(self) -> list[bytes]:
         return sorted(self.model, key=lambda k: (self.model[k][0], k))
 
+    def evict_lazy_due(self, expiry: int, got: list) -> None:
+        self.lazy.evict_due(expiry.__ge__, lambda e: got.append((e.key_bytes, e.new, e.old)))
+
     @rule(expiry=st.integers(-1, 25))
     def evict_expired(self, expiry: int) -> None:
         got, got_lazy = [], []
-        due = expiry.__ge__
-        self.buf.evict_due(due, lambda e: got.append((e.key_bytes, e.new, e.old)))
-        self.lazy.evict_due(due, lambda e: got_lazy.append((e.key_bytes, e.new, e.old)))
+        self.buf.evict_due(expiry.__ge__, lambda e: got.append((e.key_bytes, e.new, e.old)))
+        self.evict_lazy_due(expiry, got_lazy)
         want = [k for k in self._order() if self.model[k][0] <= expiry]
         assert got == got_lazy == [(k, self.model[k][1], self.model[k][2]) for k in want]
         for k in want:
@@ -93,6 +109,7 @@ class BufferMachine(RuleBasedStateMachine):
     def prior(self, key: bytes) -> None:
         defined, value = self.buf.prior_value(key)
         assert defined == (key in self.model)
+        assert self.lazy.prior_value(key) == (defined, value)
         if defined:
             assert value == self.model[key][3]
 
@@ -110,19 +127,47 @@ class BufferMachine(RuleBasedStateMachine):
         assert self.lazy.min_time == self.buf.min_time
 
 
+class FinalBufferMachine(BufferMachine):
+    """The final-results buffers (a bucket per time), a key's time following from the key.
+
+    ``lazy`` finds keys through their time (``time_of``) and emits closed windows through
+    ``emit_closed``; ``buf`` searches the times and evicts one entry at a time.
+    """
+
+    time_of = staticmethod(_key_time)
+
+    def buffers(self) -> tuple:
+        return (FinalResultsBuffer(bytes, bytes, track_bytes=True),
+                FinalResultsBuffer(bytes, bytes, time_of=_key_time))
+
+    def evict_lazy_due(self, expiry: int, got: list) -> None:
+        """Closed windows leave through ``emit_closed`` (keys are their bytes here)."""
+        self.lazy.emit_closed(expiry, lambda key, new, old, ctx: got.append((key, new, old)))
+
+
 TestBufferMachine = BufferMachine.TestCase
-TestBufferMachine.settings = settings(max_examples=examples(150), stateful_step_count=40,
-                                      deadline=None)
+TestFinalBufferMachine = FinalBufferMachine.TestCase
+for machine in (TestBufferMachine, TestFinalBufferMachine):
+    machine.settings = settings(max_examples=examples(150), stateful_step_count=40,
+                                deadline=None)
 
 
-ORDERS = pytest.mark.parametrize("few_times", [False, True], ids=["heap", "buckets"])
+def _heap(key_serializer, value_serializer, track_bytes=False):
+    return TimeOrderedBuffer(key_serializer, value_serializer, track_bytes=track_bytes)
 
 
-@ORDERS
-def test_keys_with_equal_bytes_are_one_key(few_times: bool) -> None:
+def _buckets(key_serializer, value_serializer, track_bytes=False):
+    return FinalResultsBuffer(key_serializer, value_serializer, track_bytes=track_bytes)
+
+
+BUFFERS = pytest.mark.parametrize("make", [_heap, _buckets], ids=["heap", "buckets"])
+
+
+@BUFFERS
+def test_keys_with_equal_bytes_are_one_key(make) -> None:
     """A lossy key serializer: keys with equal bytes are one key, as on disk and in Kafka;
     the entry keeps the key that created it and takes the latest change."""
-    buf = TimeOrderedBuffer(lambda key: b"same", bytes, few_times=few_times)
+    buf = make(lambda key: b"same", bytes)
     for key, value in (("b", b"1"), ("a", b"2"), ("c", b"3")):
         buf.put(5, key, value, None, RecordContext(5))
     buf._check()
@@ -133,14 +178,14 @@ def test_keys_with_equal_bytes_are_one_key(few_times: bool) -> None:
     buf._check()
 
 
-@ORDERS
-def test_an_entry_stays_buffered_when_its_eviction_callback_raises(few_times: bool) -> None:
+@BUFFERS
+def test_an_entry_stays_buffered_when_its_eviction_callback_raises(make) -> None:
     """Every eviction loop hands the head over before removing it (records limit included)."""
     for evict in (lambda b, cb: b.evict_over(1, None, cb),
                   lambda b, cb: b.evict_over(None, 0, cb),
                   lambda b, cb: b.evict_due(lambda t: t <= 10, cb),
                   lambda b, cb: b.evict_while(lambda: True, cb)):
-        buf = TimeOrderedBuffer(bytes, bytes, track_bytes=True, few_times=few_times)
+        buf = make(bytes, bytes, track_bytes=True)
         buf.put(1, b"a", b"1", None, RecordContext(1))
         buf.put(2, b"b", b"2", None, RecordContext(2))
 
@@ -153,17 +198,19 @@ def test_an_entry_stays_buffered_when_its_eviction_callback_raises(few_times: bo
         assert [e.key for e in buf] == [b"a", b"b"]
 
 
+@BUFFERS
 @pytest.mark.parametrize("bad", [None, "text", 7])
-def test_a_key_serializer_must_give_bytes(bad) -> None:
-    buf = TimeOrderedBuffer(lambda key: bad, bytes)
+def test_a_key_serializer_must_give_bytes(make, bad) -> None:
+    buf = make(lambda key: bad, bytes)
     with pytest.raises(TypeError, match="key serializer gave"):
         buf.put(1, "k", b"v", None, RecordContext(1))
     buf._check()
     assert buf.num_records == 0
 
 
-def test_bytes_like_key_serializations_are_taken_as_bytes() -> None:
-    buf = TimeOrderedBuffer(lambda key: bytearray(key, "ascii"), bytes)
+@BUFFERS
+def test_bytes_like_key_serializations_are_taken_as_bytes(make) -> None:
+    buf = make(lambda key: bytearray(key, "ascii"), bytes)
     for key in ("b", "a"):
         buf.put(1, key, b"v", None, RecordContext(1))
     buf._check()

@@ -323,16 +323,3 @@ def test_versioned_stores_agree_both_ways(ops: list, lo: Any, hi: Any, key: str,
     finally:
         for store in stores:
             store.close()
-
-
-def test_in_memory_window_items_may_carry_a_writers_fields() -> None:
-    """A writer through the live bucket (the fused final-results step) keeps its own fields
-    after ``(value, timestamp)``; every reader sees the value and timestamp only."""
-    store = InMemoryWindowStore("w", _STR, 10, 100)
-    bucket = store.bucket(0)
-    assert bucket is not None
-    bucket["a"] = (5, 7, "old", 3, "prior", "topic", b"a")
-    assert store.get_with_timestamp("a", 0) == (5, 7)
-    assert store.fetch("a", 0) == 5
-    assert list(store.fetch("a", 0, 10)) == [(0, 5)]
-    assert [(w.key, v) for w, v in store.all()] == [("a", 5)]

@@ -1,7 +1,9 @@
-"""The fused final-results step is the two processors it replaces, not a second semantics.
+"""A time-windowed aggregation handing its changes to final results by window is the same
+two processors as forwarding windowed keys, not a second semantics.
 
-The driver's ``fuse_final_results`` config switches fusion; DEBUG metrics work either way.
-The same topology runs fused and separate (each at both metrics levels) on the same random
+The driver's ``fuse_final_results`` config switches the handing over (the aggregation's raw
+entry, the suppression's window entry); DEBUG metrics work either way. The same topology runs
+both ways (each at both metrics levels) on the same random
 streams, with user code that raises (initializer, aggregator, key selector, serdes), null keys,
 late and out-of-order records; after every record, outputs, errors, the failure's node, drops,
 metrics, store contents, the suppression's stream time and its buffer must agree.
@@ -19,7 +21,6 @@ from hypothesis_profiles import examples
 from suppress import BufferConfig, Suppressed
 from topology import Grouped, Materialized, StreamsBuilder, TimeWindows, TopologyTestDriver
 from topology.runtime.api import Processor
-from topology.runtime.processors.fused import FusedFinalResults
 from topology.serde import Serde, Serdes
 
 BOOM = "boom"
@@ -127,7 +128,7 @@ def run(topology, rows, *, fuse: bool, debug: bool, bulk: bool = False) -> list:
     config = {"fuse_final_results": fuse, "metrics_recording_level": "DEBUG" if debug else "INFO"}
     steps: list = []
     with TopologyTestDriver(topology, config) as d:
-        assert bool(d._task.fused) is fuse
+        assert bool(d._task.handing) is fuse
         topic, out = d.create_input_topic("in"), d.create_output_topic("out")
         store = d.get_window_store("S")
         if bulk:  # plain tuples take the context-free path, the others go one by one
@@ -262,7 +263,7 @@ def test_the_repro_with_a_raising_aggregator_emits_nothing_on_either_path() -> N
 def test_fusion_is_its_own_switch_and_debug_metrics_work_with_it() -> None:
     topology = build("count", 10, 10, 0)
     with TopologyTestDriver(topology, {"metrics_recording_level": "DEBUG"}) as d:
-        assert any(isinstance(f, FusedFinalResults) for f in d._task.fused.values())
+        assert d._task.handing
         inp = d.create_input_topic("in")
         inp.pipe_input("a", 1, 1)
         inp.pipe_input("b", 1, 25)
@@ -270,7 +271,7 @@ def test_fusion_is_its_own_switch_and_debug_metrics_work_with_it() -> None:
         assert m["suppression-buffer-count-max"] == 2.0
         assert m["suppression-emit-total"] == 1.0
     with TopologyTestDriver(topology, {"fuse_final_results": False}) as d:
-        assert not d._task.fused
+        assert not d._task.handing
         assert d._task.suppressors["final"].stream_time == -1
 
 
@@ -282,7 +283,7 @@ def test_fusion_needs_the_suppression_as_only_child() -> None:
     (counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
      .to_stream().to("out"))
     with TopologyTestDriver(b.build()) as d:
-        assert not d._task.fused
+        assert not d._task.handing
 
 
 def test_byte_accounting_counts_an_old_value_equal_to_the_prior_once() -> None:
@@ -421,17 +422,17 @@ def test_buffered_windows_are_not_tracked_by_the_garbage_collector() -> None:
             topic = d.create_input_topic("in")
             topic.pipe_records([("a", 1, 1), ("b", 1, 2), ("a", 1, 3)])
             topic.pipe_input("c", 1, 4)
-            (fused,) = d._task.fused.values()
+            buffer = d._task.suppressors["final"].buffer
             gc.collect()
-            entries = [e for window in fused._buffer.values() for e in window.values()]
+            entries = [e for bucket in buffer.buckets.values() for e in bucket.entries.values()]
             assert len(entries) == 3
             assert not any(gc.is_tracked(e) for e in entries)
 
 
 def test_window_key_bytes_agree_with_the_key_serializer_on_odd_results() -> None:
     """A key serializer giving a bytearray, None, or text a suppression cannot order: the
-    fused step packs each window's start once and must give the same bytes, order, errors
-    and failing node as the separate path."""
+    buffer packs each window's start once and must give the same bytes, order, errors and
+    failing node as the separate path."""
 
     def odd(value: Any) -> Any:
         if value == "ba":
@@ -461,8 +462,8 @@ def test_window_key_bytes_agree_with_the_key_serializer_on_odd_results() -> None
 
 def test_built_in_value_serializers_fail_at_the_suppression_on_both_paths() -> None:
     """With byte accounting, a built-in value serializer (long, or no serde) is called
-    directly on the fused step's update path; a value it refuses (a bool, a float, a set)
-    must raise the same error, located at the same node, as on the separate path."""
+    through the buffer whichever path hands it the change; a value it refuses (a bool, a
+    float, a set) must raise the same error, located at the same node, on both paths."""
     def build_with(value_serde: Any, bad: Any):
         b = StreamsBuilder()
         (b.stream("in").group_by_key()

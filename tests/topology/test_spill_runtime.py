@@ -10,7 +10,6 @@ import pytest
 from suppress import BufferConfig, Suppressed
 from suppress.spill import SpillingBuffer
 from topology import StreamsBuilder, TimeWindows, TopologyTestDriver, Window, Windowed
-from topology.runtime.processors.fused import can_fuse
 from topology.runtime.state_dir import TaskStateDir
 from topology.runtime.task import spill_keyspace_name
 from topology.state.codec import StateCodecError
@@ -45,14 +44,9 @@ def test_a_spill_config_gives_final_results_through_the_disk_tier() -> None:
         assert out.read_key_values_to_list() == [
             (Windowed("a", Window(0, 10)), 2), (Windowed("b", Window(0, 10)), 1),
             (Windowed("c", Window(0, 10)), 1)]
-        assert not d._task.fused  # spilling suppressions run unfused (can_fuse refuses)
-
-
-def test_can_fuse_refuses_spill_configs() -> None:
-    with TopologyTestDriver(final_counts(1)) as d:
-        task = d._task
-        (aggregate,) = [p for n, p in task.processors.items() if "AGGREGATE" in n]
-        assert not can_fuse(aggregate, task.processors["final"])
+        # a spilling buffer takes no changes by window: the aggregation forwards its keys
+        assert not d._task.handing
+        assert d._task.processors["final"].window_entry() is None
 
 
 def test_nothing_is_opened_until_something_spills_and_a_temporary_directory_goes_at_close(

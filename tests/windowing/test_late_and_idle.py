@@ -38,7 +38,7 @@ def test_hopping_late_record_is_routed_once_per_closed_window(fuse: bool) -> Non
     w = TimeWindows.of_size_and_grace(10, 0).advance_by(5)
     with TopologyTestDriver(final_counts_topology(w, late_records_to="late", raw=False),
                             {"fuse_final_results": fuse}) as driver:
-        assert bool(driver._task.fused) is fuse
+        assert bool(driver._task.handing) is fuse
         source = driver.create_input_topic("in")
         source.pipe_input("a", "x", 12, headers=[("trace", b"1")])
         source.pipe_input("a", "y", 7)  # windows [0,10) (closed at T=12) and [5,15) (open)
@@ -98,7 +98,7 @@ def test_fused_and_separate_agree_with_late_records(data: list[tuple[str, int]],
     for fuse in (True, False):
         with TopologyTestDriver(final_counts_topology(w, late_records_to="late", raw=False),
                                 {"fuse_final_results": fuse}) as driver:
-            assert bool(driver._task.fused) is fuse
+            assert bool(driver._task.handing) is fuse
             source = driver.create_input_topic("in")
             for key, ts in data:
                 source.pipe_input(key, "v", ts)

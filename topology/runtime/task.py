@@ -86,9 +86,12 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
     :param output: ``output(topic)`` returns the function that receives every record written
         to ``topic``, called as ``(key, value, context, key_bytes=None, value_bytes=None)``.
     :param debug_metrics: record DEBUG-level metrics (suppression buffer size/count samples).
-    :param fuse: run each time-windowed aggregation whose only child is a final-results
-        suppression as one fused step (same results, faster; see
-        :mod:`topology.runtime.processors.fused`).
+    :param fuse: let each windowed aggregation whose only child is a final-results
+        suppression hand its changes straight to the suppression's buffer (same results,
+        faster): time windows by window and key
+        (:meth:`~topology.runtime.processors.aggregate.WindowedAggregateProcessor.hand_changes_to`),
+        sliding and session windows through a fused step
+        (:mod:`topology.runtime.processors.fused_inclusive`).
     :param max_feedback_records: the most records one input record may feed back through
         topics the topology reads.
     :param state_dir: where on-disk state lives: ``<state_dir>/<application_id>/0_0`` (spilled
@@ -157,6 +160,8 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
         """Suppression node name -> its stream time and buffer, whichever path runs it."""
         self.fused: dict[str, Any] = {}
         """Aggregation node name -> the fused final-results step that runs it."""
+        self.handing: set[str] = set()
+        """Time-windowed aggregations that hand changes to their suppression by window."""
         self._looked_up: set[str] = set()
         """Suppressions a join reads (see :meth:`suppression_lookup`); never fused."""
         self.stores: dict[str, Any] = {spec.name: self._create_store(spec)
@@ -185,7 +190,7 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
             self.processors[node.name].init(self)
         if self.durable:
             self._restore()
-        elif fuse:
+        if fuse:
             self._fuse()
         entries = {name: Entry(p.record_entry(), p.change_entry(), p.stale_entry())
                    for name, p in self.processors.items()}
@@ -193,6 +198,10 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
         for name, fused in self.fused.items():
             entries[name] = entries[name]._replace(record=fused.record_entry())
             raw[name] = fused.raw_entry()
+        for name in self.handing:
+            raw_entry = self.processors[name].raw_entry()  # type: ignore[attr-defined]
+            if raw_entry is not None:
+                raw[name] = raw_entry
         for node in topology.nodes:
             self.processors[node.name].connect([entries[c.name] for c in node.children])
         # A source passes records through: each topic's records go straight to its children.
@@ -204,13 +213,16 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
             if len(node.children) == 1 and node.children[0].name in raw}
 
     def _fuse(self) -> None:
-        """Fuse each windowed aggregation with a final-results suppression, its only child.
+        """Join each windowed aggregation to a final-results suppression, its only child.
 
-        A late-records sink below the aggregation does not count as a child: the fused step
-        routes late records through the aggregation as the separate path does.
+        A time-windowed aggregation hands its changes to the suppression's buffer by window;
+        a sliding or session aggregation (without a state directory) runs fused with it. A
+        late-records sink below the aggregation does not count as a child: late records go
+        through the aggregation as on the separate path.
         """
-        from .processors.fused import FusedFinalResults, can_fuse
+        from .processors.aggregate import WindowedAggregateProcessor
         from .processors.fused_inclusive import FusedInclusiveFinalResults, can_fuse_inclusive
+        from .processors.suppress import SuppressNodeProcessor
 
         for node in self.topology.nodes:
             parent = self.processors[node.name]
@@ -219,16 +231,22 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
             if len(children) != 1:
                 continue
             child = self.processors[children[0].name]
-            if child.name in self._looked_up or not getattr(parent, "has_buckets", True):
+            if child.name in self._looked_up:
                 continue
-            fused: FusedFinalResults | FusedInclusiveFinalResults
-            if can_fuse(parent, child):
-                fused = FusedFinalResults(parent, child, self.debug_metrics)  # type: ignore[arg-type]
-            elif can_fuse_inclusive(parent, child):
-                fused = FusedInclusiveFinalResults(parent, child,  # type: ignore[arg-type]
-                                                   self.debug_metrics)
-            else:
+            if isinstance(parent, WindowedAggregateProcessor):
+                if isinstance(child, SuppressNodeProcessor):
+                    update = child.window_entry()
+                    parts = child.window_parts
+                    if update is not None and parts is not None:
+                        assert parts.inner_identity is not None
+                        parent.hand_changes_to(update, parts.inner_identity,
+                                               parts.own_identity)
+                        self.handing.add(node.name)
                 continue
+            if self.durable or not can_fuse_inclusive(parent, child):
+                continue
+            fused = FusedInclusiveFinalResults(parent, child,  # type: ignore[arg-type]
+                                               self.debug_metrics)
             self.fused[node.name] = fused
             self.register_suppression(child.name, fused, fused.metrics,
                                       child.store_name)  # type: ignore[attr-defined]

@@ -67,9 +67,10 @@ class TopologyTestDriver:
         - ``metrics_recording_level``: ``"INFO"`` (the default) or ``"DEBUG"``, which adds
           Kafka's sampled ``suppression-buffer-*-avg/-max`` and keeps buffer sizes up to date
           on every put;
-        - ``fuse_final_results``: run each time-windowed aggregation whose only child is a
-          final-results suppression as one fused step (default ``True``; same results, about
-          three times faster; ``False`` runs the two processors separately);
+        - ``fuse_final_results``: let each windowed aggregation whose only child is a
+          final-results suppression hand its changes straight to the suppression's buffer
+          (default ``True``; same results, about twice as fast; ``False`` forwards windowed
+          keys from one processor to the other);
         - ``max_feedback_records``: the most records one input record may feed back through
           topics the topology reads, sinks writing to its own sources (default 10,000); past
           it the record fails with :class:`~topology.errors.FeedbackLoopError` naming the

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from suppress.entry import RecordContext
-from suppress.time import NO_TIMESTAMP, is_window_closed
+from suppress.processor import WindowUpdate
+from suppress.time import NO_TIMESTAMP, is_window_closed, window_close_time
 
 from ...record import Change
 from ...windows import TimeWindows, Window, Windowed, time_window_end
@@ -37,7 +38,7 @@ def count_initializer() -> int:
 def count_adder(key: Any, value: Any, agg: int) -> int:
     """``count()``'s aggregator (and a grouped table's adder): ``agg + 1``.
 
-    The fused final-results step recognises it and adds 1 in place of the call.
+    A windowed aggregation's raw entry recognises it and adds 1 in place of the call.
     """
     return agg + 1
 
@@ -45,6 +46,14 @@ def count_adder(key: Any, value: Any, agg: int) -> int:
 def count_subtractor(key: Any, value: Any, agg: int) -> int:
     """A grouped table's ``count()`` subtractor: ``agg - 1``."""
     return agg - 1
+
+
+def _no_identity(key: Any) -> Hashable:
+    """No identity is asked for before :meth:`WindowedAggregateProcessor.hand_changes_to`."""
+    raise AssertionError("no final-results suppression takes this aggregation's changes")
+
+
+_new_tuple = tuple.__new__  # a RecordContext of values known to be valid
 
 
 def drop_null(task: Any, key: Any, value: Any, ctx: RecordContext,
@@ -188,6 +197,10 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
     the record is dropped for it (counted and logged once per window); otherwise the window's
     aggregate is updated and ``Change(new, old)`` is forwarded under ``Windowed(key, window)``
     with timestamp ``max(record ts, window ts)``.
+
+    When its only child is a final-results suppression that takes changes by window
+    (:meth:`hand_changes_to`), each change goes to it as the key and its window, and the
+    windowed key is built only when the window's final result leaves.
     """
 
     def __init__(self, store_name: str, windows: TimeWindows, initializer: Initializer | None,
@@ -199,6 +212,9 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         self._send_old = send_old
         self._window_cache: dict[int, Window] = {}
         self._tumbling = windows.advance_ms == windows.size_ms
+        self._final: WindowUpdate | None = None
+        self._final_identity: Callable[[Any], Hashable] = _no_identity
+        self._final_own: type | None = None
         self.stream_time = NO_TIMESTAMP
 
     def init(self, task: Any) -> None:
@@ -217,10 +233,17 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         """Take back the stream time of the last commit."""
         self.stream_time = int(state)
 
-    @property
-    def has_buckets(self) -> bool:
-        """Whether the window store is the in-memory one, whose buckets the fused step uses."""
-        return self._bucket_of is not None
+    def hand_changes_to(self, update: WindowUpdate, identity: Callable[[Any], Hashable],
+                        own: type | None) -> None:
+        """Send every window change to ``update``, the only child's entry by window.
+
+        ``update(time, window, key, identity, new, old, timestamp, context, topic)``: see
+        :meth:`suppress.processor.SuppressProcessor.window_entry`; ``identity`` gives a key's
+        identity there, a key of exactly type ``own`` being its own.
+        """
+        self._final = update
+        self._final_identity = identity
+        self._final_own = own
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Update every open window of the record; drop it for the closed ones.
@@ -246,9 +269,83 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
             window = self._window_cache.get(start)
             if window is None:
                 window = self._window_of(start, end)
+            final = self._final
+            if final is not None:
+                final(end, window, key, key if key.__class__ is self._final_own
+                      else self._final_identity(key), new, old if self._old else None,
+                      out_ts, ctx, None)
+                continue
             self.forward_change(Windowed(key, window), new,
                                 old if self._old else None,
                                 ctx if out_ts == ts else ctx._replace(timestamp=out_ts))
+
+    def raw_entry(self) -> Callable[[Any, Any, int, int, str], None] | None:
+        """Where records piped without headers may arrive: ``(key, value, ts, offset, topic)``.
+
+        For tumbling windows in the in-memory store whose changes go to final results
+        (:meth:`hand_changes_to`): a record for the window last written, while that window is
+        open, of a key that is its own identity (in the store and the buffer alike), updates
+        the window's dict and hands the change on, with no context or windowed key built.
+        Every other record goes through :meth:`process`, which does the same in general.
+        ``None`` otherwise.
+        """
+        final, store = self._final, self._store
+        if not self._tumbling or final is None or self._bucket_of is None:
+            return None
+        own, identity = store.own_identity, store.key_identity
+        if own is not self._final_own and identity is not self._final_identity:
+            return None  # the store and the buffer may not identify keys alike
+        process, windows = self.process, self._windows
+        size, grace = windows.size_ms, windows.grace_ms
+        aggregator, initializer = self._aggregator, self._initializer
+        # count(): its aggregator adds 1, its initializer gives 0 (same results, no calls)
+        counting = aggregator is count_adder and initializer is count_initializer
+        send_old = self._old
+        last_start, last_version, last_close, last_end = -1, -1, -1, -1
+        last_bucket: dict[Any, Any] = {}
+        last_window = Window(-1, -1)
+
+        def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
+            nonlocal last_start, last_version, last_close, last_end, last_bucket, last_window
+            start = ts - ts % size
+            now = self.stream_time if self.stream_time > ts else ts
+            if (start != last_start or now >= last_close or store.layout_version != last_version
+                    or key.__class__ is not own and (key is None or identity(key) is not key)):
+                process(key, value, _new_tuple(RecordContext, (ts, offset, topic, 0, ())))
+                if start != last_start or store.layout_version != last_version:
+                    end = time_window_end(start, size)
+                    close = window_close_time(end, grace)
+                    bucket = (store.bucket(start, create=False) if self.stream_time < close
+                              else None)
+                    if bucket is not None:
+                        last_start, last_bucket, last_close, last_end = start, bucket, close, end
+                        last_version = store.layout_version
+                        last_window = self._window_cache.get(start) or self._window_of(start,
+                                                                                       end)
+                return
+            self.stream_time = now
+            item = last_bucket.get(key)
+            if item is None:
+                out_ts = ts
+                if counting:
+                    old, new = 0, 1
+                elif initializer is None:  # reduce: the first value starts it
+                    old, new = None, value
+                else:
+                    old = initializer()
+                    new = aggregator(key, value, old)
+            else:
+                old = item[0]
+                out_ts = item[1] if item[1] > ts else ts
+                new = old + 1 if counting else aggregator(key, value, old)
+            if new is None:
+                store.put_with_timestamp(key, None, start, out_ts)  # a delete
+            else:
+                last_bucket[key] = (new, out_ts)
+            final(last_end, last_window, key, key, new, old if send_old else None, out_ts,
+                  offset, topic)
+
+        return step
 
     def aggregate_into(self, key: Any, value: Any, ts: int, start: int,
                        fresh: tuple[Any, Any] | None = None) -> tuple[Any, Any, int]:

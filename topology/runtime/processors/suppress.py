@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 from suppress.buffer import serialized_key
 from suppress.config import BufferFullStrategy, Suppressed
 from suppress.entry import RecordContext
-from suppress.processor import SuppressProcessor
+from suppress.final import BucketKeys
+from suppress.processor import SuppressProcessor, WindowUpdate
 from suppress.spill import OrderedByteStore, SpillBackend, SpillingBuffer
 from suppress.time import NO_TIMESTAMP
 
-from ..._key_identity import key_identity
+from ..._key_identity import inner_key_identity, key_identity
 from ...serde import time_windowed_parts
 from ...state.codec import StateCodecError, decode, encode
 from ...windows import Window, Windowed
@@ -28,7 +29,7 @@ from ..processor import Entry, ForwardChange, InternalProcessor
 if TYPE_CHECKING:
     from ..task import Task
 
-__all__ = ("SuppressNodeProcessor",)
+__all__ = ("SuppressNodeProcessor", "WindowParts")
 
 _TYPE_IN_MESSAGE = re.compile(r"a value of type (\S+)")
 _new_tuple = tuple.__new__  # a Windowed of a key and a Window, without its __new__
@@ -45,6 +46,9 @@ class SuppressNodeProcessor(InternalProcessor):
         ``KTABLE-SUPPRESS-STATE-STORE-<n>`` or ``<name>-store``).
     :param upstream: for final results, the windowed aggregation node above: idle close
         moves its stream time along with the suppression's.
+    :param time_windows: final results of time windows (one window per buffer time): the
+        buffer keeps each key as its window and inner key (:class:`WindowParts`), and
+        :meth:`window_entry` takes changes that way.
 
     **Idle close** (``Suppressed.with_idle_close(idle)``): at every wall-clock advance to
     ``W``, if no record reached this node since the clock last moved, and ``W - W_last >=
@@ -59,7 +63,8 @@ class SuppressNodeProcessor(InternalProcessor):
                  key_serializer: Callable[[Any], bytes | None],
                  value_serializer: Callable[[Any], bytes | None],
                  buffer_time: Callable[[Any], int] | None,
-                 store_name: str | None = None, upstream: str | None = None) -> None:
+                 store_name: str | None = None, upstream: str | None = None,
+                 time_windows: bool = False) -> None:
         self.suppressed = suppressed
         self.delay_ms = delay_ms
         self.key_serializer = key_serializer
@@ -69,6 +74,7 @@ class SuppressNodeProcessor(InternalProcessor):
         self._buffer_time = buffer_time
         self.store_name = store_name
         self._upstream_name = upstream
+        self._time_windows = time_windows
         self._idle = suppressed.idle_close_ms
         self._seen = 0
         """Records that reached this node (counted only with idle close)."""
@@ -79,6 +85,8 @@ class SuppressNodeProcessor(InternalProcessor):
     def init(self, task: Task) -> None:
         """Create the engine and register it as this node's suppression."""
         spill = None
+        self.window_parts = WindowParts(self) if self._time_windows else None
+        """How the buffer keeps the keys of time windows (``None``: other keys)."""
         self._spills = (self.suppressed.buffer_config.strategy
                         is BufferFullStrategy.SPILL_TO_DISK)
         if self._spills:
@@ -87,7 +95,7 @@ class SuppressNodeProcessor(InternalProcessor):
             self.name, self.suppressed, self.delay_ms, self._emit,
             self.key_serializer, self.value_serializer,  # type: ignore[arg-type]
             debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time, spill=spill,
-            key_identity=self.key_identity)
+            key_identity=self.key_identity, window_keys=self.window_parts)
         task.register_suppression(self.name, self.engine, self.engine.metrics,
                                   self.store_name)
         self._durable = task.durable
@@ -146,6 +154,21 @@ class SuppressNodeProcessor(InternalProcessor):
         # never commits it mid-step. Otherwise it is scratch space the buffer commits itself.
         commit = _no_commit if task.durable else task.commit_state
         return SpillBackend(open_store, commit, encode_spilled, decode)
+
+    def window_entry(self) -> WindowUpdate | None:
+        """Where a time-windowed aggregation may hand changes by window, if this node takes them.
+
+        ``update(time, window, part, identity, new, old, timestamp, context, topic)`` (see
+        :meth:`suppress.processor.SuppressProcessor.window_entry`): for final results of time
+        windows buffered in memory, when nothing here needs to see each change (no idle
+        close) and the inner keys' identity is known (the windowed layouts built here);
+        else ``None``.
+        """
+        parts = self.window_parts
+        if (parts is None or parts.inner_identity is None or self._spills
+                or self._idle is not None):
+            return None
+        return self.engine.window_entry()
 
     def change_entry(self) -> ForwardChange:
         """The engine's change entry; :meth:`process_change` when it must see records.
@@ -285,6 +308,40 @@ class SuppressNodeProcessor(InternalProcessor):
 
     def _emit(self, key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
         self.forward_change(key, new, old, ctx)
+
+
+class WindowParts:
+    """The keys of time windows as the final-results buffer keeps them: window and inner key.
+
+    Built and serialized through the node (so that an error is located there), identified
+    by the inner key's identity for the windowed layouts built here (a key of the identity's
+    own type is itself), else by the windowed key's.
+    """
+
+    def __init__(self, node: SuppressNodeProcessor) -> None:
+        self._node = node
+        self.inner_identity, self.own_identity = inner_key_identity(node.key_serializer)
+
+    def split(self, key: Any) -> tuple[Window, Any]:
+        """``(window, inner key)`` of a windowed key."""
+        return key[1], key[0]
+
+    def bucket_keys(self, window: Window) -> BucketKeys:
+        """How the keys of ``window`` are built, serialized and identified."""
+        node = self._node
+
+        def key_of(part: Any) -> Windowed:
+            key: Windowed = _new_tuple(Windowed, (part, window))
+            return key
+
+        identity = self.inner_identity
+        if identity is None:
+            windowed_identity = node.key_identity
+
+            def identity(part: Any) -> Hashable:
+                return windowed_identity(key_of(part))
+
+        return BucketKeys(key_of, node.window_key_bytes(window), identity)
 
 
 def _no_commit() -> None:

@@ -91,11 +91,8 @@ class InMemoryWindowStore:
     def get_with_timestamp(self, key: Any, start: int) -> tuple[Any, int] | None:
         """``(value, timestamp)`` of ``key`` in the window starting at ``start``, or ``None``."""
         bucket = self._by_start.get(start)
-        item = None if bucket is None else bucket.get(
+        return None if bucket is None else bucket.get(
             key if key.__class__ is self.own_identity else self.key_identity(key))
-        if item is None or len(item) == 2:
-            return item
-        return item[0], item[1]  # a writer's longer item (see :meth:`bucket`)
 
     def put_with_timestamp(self, key: Any, value: Any, start: int, timestamp: int) -> None:
         """Store ``value`` for ``key`` in window ``start``; ``None`` deletes it."""
@@ -144,19 +141,19 @@ class InMemoryWindowStore:
         self.layout_version += 1
         return bucket
 
-    def bucket(self, start: int) -> dict[Any, tuple[Any, int]] | None:
+    def bucket(self, start: int, create: bool = True) -> dict[Any, tuple[Any, int]] | None:
         """The live dict ``key -> (value, timestamp)`` of window ``start``, or ``None``.
 
-        Created if needed; ``None`` if the window is past retention.
+        Created if needed (``create``; a creation may expire older windows); ``None`` if the
+        window is past retention, or absent and not created.
 
         Its keys are identities (:attr:`key_identity`; a key of type :attr:`own_identity` is
         its own): a writer of another key also calls :meth:`note_key`.
         The aggregation's hot path writes through it; a ``None`` value must still go through
-        :meth:`put_with_timestamp` (deletes). An item is a tuple whose first two fields are
-        the value and its timestamp; a writer through the bucket may keep fields of its own
-        after them (the fused final-results step keeps its buffer entry there, so an update
-        writes one tuple), and every reader here uses the first two only.
+        :meth:`put_with_timestamp` (deletes). An item is a tuple ``(value, timestamp)``.
         """
+        if not create:
+            return self._by_start.get(start)
         if start > self._observed:
             self._observed = start
             self._expire()
