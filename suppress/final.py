@@ -22,7 +22,9 @@ update. A key is the same key as another exactly when their identities are (see
 the part.
 
 Entry fields: ``(new, timestamp, old, context, prior, topic, key bytes, part)``, plus
-``(size, prior bytes, new bytes)`` when bytes are tracked. ``topic`` is ``None`` when
+``(size, prior bytes, new bytes, fixed size)`` when bytes are tracked; the fixed size is the
+part of :func:`~suppress.entry.entry_size` that an update does not change (8 + key bytes +
+prior bytes). ``topic`` is ``None`` when
 ``context`` is a :class:`~suppress.entry.RecordContext`; otherwise ``context`` is the offset of
 a record without headers from ``topic``, on partition 0. The context that leaves carries the
 entry's timestamp (the aggregate's: the latest of its records).
@@ -38,7 +40,7 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 from .buffer import key_bytes_of, serialized_key
-from .entry import BufferedEntry, RecordContext, context_size, entry_size
+from .entry import BufferedEntry, RecordContext, change_size, context_size, entry_size
 from .errors import LONG_MAX
 
 __all__ = ("BucketKeys", "FinalResultsBuffer", "WindowKeys")
@@ -47,7 +49,7 @@ _NEW, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _KEY_BYTES, _PART = range(8)
 PRIOR, KEY_BYTES, PART = _PRIOR, _KEY_BYTES, _PART
 """Entry fields for an owner that replaces an entry in place (without byte tracking): the
 prior, the key bytes and the part stay."""
-_SIZE, _PRIOR_BYTES, _NEW_BYTES = 8, 9, 10  # with byte tracking
+_SIZE, _PRIOR_BYTES, _NEW_BYTES, _FIXED = 8, 9, 10, 11  # with byte tracking
 _new_tuple = tuple.__new__  # a RecordContext of values known to be valid
 
 EmitChange = Callable[[Any, Any, Any, RecordContext], None]
@@ -205,15 +207,13 @@ class FinalResultsBuffer:
             entries[identity] = (new, timestamp, old, context, entry[_PRIOR], topic,
                                  entry[_KEY_BYTES], entry[_PART])
         elif entry is not None:
-            entries[identity] = self._sized(entry[_KEY_BYTES], entry[_PRIOR], entry[_PART], new,
-                                            timestamp, old, context, topic, entry)
+            entries[identity] = self.resized(entry, new, timestamp, old, context, topic)
         else:
             keys = self._whole_keys if bucket.keys is None else bucket.keys
             data = keys.key_bytes(part)
             key_bytes = data if type(data) is bytes else key_bytes_of(data, keys.key_of(part))
             if self._track_bytes:
-                entry = self._sized(key_bytes, old, part, new, timestamp, old, context, topic,
-                                    None)
+                entry = self._sized(key_bytes, part, new, timestamp, old, context, topic)
             else:
                 entry = (new, timestamp, old, context, old, topic, key_bytes, part)
             if not entries:
@@ -225,29 +225,41 @@ class FinalResultsBuffer:
         if self.changed is not None:
             self.changed[(time, identity)] = self._key(bucket, part)
 
-    def _sized(self, key_bytes: bytes, prior: Any, part: Any, new: Any, timestamp: int,
-               old: Any, context: Any, topic: str | None,
-               entry: tuple[Any, ...] | None) -> tuple[Any, ...]:
-        """The entry after a write, with its size (``entry``: the one it replaces, if any).
+    def _sized(self, key_bytes: bytes, part: Any, new: Any, timestamp: int, old: Any,
+               context: Any, topic: str | None) -> tuple[Any, ...]:
+        """A new entry (its prior is ``old``) with its size, added to the total.
 
         Values are serialized before the total changes: an error leaves everything as it was.
         """
         ser = self._value_ser
-        if entry is None:
-            prior_bytes = None if prior is None else ser(prior)
-            old_bytes = prior_bytes
-        else:
-            prior_bytes = entry[_PRIOR_BYTES]
-            if old is entry[_NEW]:
-                old_bytes = entry[_NEW_BYTES]
-            else:
-                old_bytes = None if old is None else ser(old)
+        prior_bytes = None if old is None else ser(old)
         new_bytes = None if new is None else ser(new)
-        size = entry_size(key_bytes, prior_bytes, old_bytes, new_bytes,
-                          self._context_size(context, topic))
-        self._bytes += size - (0 if entry is None else entry[_SIZE])
-        return (new, timestamp, old, context, prior, topic, key_bytes, part, size, prior_bytes,
-                new_bytes)
+        fixed = entry_size(key_bytes, prior_bytes, None, None, 0)
+        size = fixed + self._context_size(context, topic) + change_size(prior_bytes, prior_bytes,
+                                                                         new_bytes)
+        self._bytes += size
+        return (new, timestamp, old, context, old, topic, key_bytes, part, size, prior_bytes,
+                new_bytes, fixed)
+
+    def resized(self, entry: tuple[Any, ...], new: Any, timestamp: int, old: Any, context: Any,
+                topic: str | None) -> tuple[Any, ...]:
+        """``entry`` after an update, with its size; the total adjusted (bytes tracked).
+
+        The old value is usually the entry's latest, whose bytes are kept. Values are
+        serialized before the total changes: an error leaves everything as it was.
+        """
+        ser = self._value_ser
+        old_bytes = (entry[_NEW_BYTES] if old is entry[_NEW]
+                     else None if old is None else ser(old))
+        new_bytes = None if new is None else ser(new)
+        context_bytes = None if topic is None else self._topic_sizes.get(topic)
+        if context_bytes is None:
+            context_bytes = self._context_size(context, topic)
+        prior_bytes = entry[_PRIOR_BYTES]
+        size = entry[_FIXED] + context_bytes + change_size(prior_bytes, old_bytes, new_bytes)
+        self._bytes += size - entry[_SIZE]
+        return (new, timestamp, old, context, entry[_PRIOR], topic, entry[_KEY_BYTES],
+                entry[_PART], size, prior_bytes, new_bytes, entry[_FIXED])
 
     def _context_size(self, context: Any, topic: str | None) -> int:
         """``context_size`` of an entry's context, kept per topic for records without headers."""
@@ -476,7 +488,9 @@ class FinalResultsBuffer:
                 assert entry[_KEY_BYTES] == key_bytes_of(data, part), "stale key bytes"
                 if self._track_bytes:
                     total += entry[_SIZE]
-                    assert len(entry) == 11
+                    assert len(entry) == 12
+                    assert entry[_FIXED] == entry_size(entry[_KEY_BYTES], entry[_PRIOR_BYTES],
+                                                       None, None, 0), "stale fixed size"
                 else:
                     assert len(entry) == 8
             if bucket.run is not None:

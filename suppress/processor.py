@@ -318,7 +318,7 @@ class SuppressProcessor:
                             "memory, take changes by window")
         write, times, delay = buffer.write, buffer.times, self.delay_ms
         buckets = buffer.buckets
-        sized = buffer.tracks_bytes
+        sized, resized = buffer.tracks_bytes, buffer.resized
         metrics = self.metrics if self._debug else None
         bounded, enforce = self._bounded, self._enforce
         head = close = LONG_MAX  # the head's buffer time and when its window closes
@@ -332,10 +332,12 @@ class SuppressProcessor:
             if timestamp > self.stream_time:
                 self.stream_time = timestamp
             entry = last_entries.get(identity) if time == last_time else None
-            if entry is None or sized or buffer.changed is not None:
+            if entry is None or buffer.changed is not None:
                 write(time, window, part, identity, new, old, timestamp, context, topic)
                 last_time, last_entries = time, buckets[time].entries
-            else:  # an update, as write() does it
+            elif sized:  # an update, as write() does it
+                last_entries[identity] = resized(entry, new, timestamp, old, context, topic)
+            else:
                 last_entries[identity] = (new, timestamp, old, context, entry[PRIOR], topic,
                                           entry[KEY_BYTES], entry[PART])
             if metrics is not None:

@@ -308,7 +308,9 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         def step(key: Any, value: Any, ts: int, offset: int, topic: str) -> None:
             nonlocal last_start, last_version, last_close, last_end, last_bucket, last_window
             start = ts - ts % size
-            now = self.stream_time if self.stream_time > ts else ts
+            now = self.stream_time
+            if ts > now:
+                now = ts
             if (start != last_start or now >= last_close or store.layout_version != last_version
                     or key.__class__ is not own and (key is None or identity(key) is not key)):
                 process(key, value, _new_tuple(RecordContext, (ts, offset, topic, 0, ())))
@@ -323,7 +325,8 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
                         last_window = self._window_cache.get(start) or self._window_of(start,
                                                                                        end)
                 return
-            self.stream_time = now
+            if now == ts:
+                self.stream_time = ts
             item = last_bucket.get(key)
             if item is None:
                 out_ts = ts
