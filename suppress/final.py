@@ -158,6 +158,8 @@ class FinalResultsBuffer:
         self._count = 0
         self._bytes = 0  # kept only when tracking bytes
         self._topic_sizes: dict[str, int] = {}
+        self._last_topic: str | None = None  # the topic last sized, and its context's size
+        self._last_topic_size = 0
         self.changed: dict[Hashable, Any] | None = None
         """With change tracking (a durable owner sets a dict): ``(time, identity) -> key`` of
         every entry written or removed since the owner last cleared it; ``None``: not
@@ -252,8 +254,9 @@ class FinalResultsBuffer:
         old_bytes = (entry[_NEW_BYTES] if old is entry[_NEW]
                      else None if old is None else ser(old))
         new_bytes = None if new is None else ser(new)
-        context_bytes = None if topic is None else self._topic_sizes.get(topic)
-        if context_bytes is None:
+        if topic is not None and topic is self._last_topic:
+            context_bytes = self._last_topic_size
+        else:
             context_bytes = self._context_size(context, topic)
         prior_bytes = entry[_PRIOR_BYTES]
         size = entry[_FIXED] + context_bytes + change_size(prior_bytes, old_bytes, new_bytes)
@@ -270,6 +273,7 @@ class FinalResultsBuffer:
         size = self._topic_sizes.get(topic)
         if size is None:
             size = self._topic_sizes[topic] = context_size(RecordContext(0, 0, topic))
+        self._last_topic, self._last_topic_size = topic, size
         return size
 
     @staticmethod

@@ -320,7 +320,10 @@ class SuppressProcessor:
         buckets = buffer.buckets
         sized, resized = buffer.tracks_bytes, buffer.resized
         metrics = self.metrics if self._debug else None
-        bounded, enforce = self._bounded, self._enforce
+        enforce = self._enforce
+        # the capacity, as numbers no count or size reaches when unset (one comparison each)
+        max_count = LONG_MAX if self._records_limit is None else self._records_limit
+        max_bytes = LONG_MAX if self._bytes_limit is None else self._bytes_limit
         head = close = LONG_MAX  # the head's buffer time and when its window closes
         # the entries of the time last written (a bucket's dict is empty once it left)
         last_time = LONG_MAX
@@ -345,7 +348,8 @@ class SuppressProcessor:
             if times[0] != head:  # not empty: an entry was just written
                 head = times[0]
                 close = window_close_time(head, delay)
-            if bounded or self.stream_time >= close:
+            if (self.stream_time >= close or buffer._count > max_count
+                    or buffer._bytes > max_bytes):
                 enforce()
 
         return update
