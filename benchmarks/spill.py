@@ -15,8 +15,8 @@ Two levels:
   run the aggregation hands each change to the buffer by window (the default); a spilling
   buffer takes windowed keys, so the unbounded run taking windowed keys
   (``fuse_final_results=False``, ``unbounded-separate``) is shown as well.
-  The aggregation's window store holds every key in memory in all three runs (persistent
-  stores are not available yet), so RSS here measures the store as much as the buffer.
+  The runs use a state directory, so the aggregation's window store is in RocksDB in all
+  three, and RSS here measures the store as much as the buffer.
 * ``engine``: the same keys and windows, each update ``(windowed key, i, i - 1)`` fed straight
   to the suppression engine, with no store upstream: peak RSS of the spilling run against the
   unbounded one and against ``base``, an unbounded run over only ``--bound`` keys (the

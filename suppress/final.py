@@ -17,9 +17,16 @@ rather than a context object, and the key that leaves is built when it leaves.
 Without :class:`WindowKeys`, the part is the key. With them (time windows: one window per
 buffer time), the part is the key inside the window, so that a windowed aggregation can hand
 its updates over with :meth:`FinalResultsBuffer.write` without building a windowed key per
-update. A key is the same key as another exactly when their identities are (see
+update; a key that :meth:`WindowKeys.split` keeps whole (windows whose end was capped at the
+largest timestamp share that buffer time) is kept whole in a bucket of whole keys. A key is
+the same key as another exactly when their identities are (see
 :class:`~suppress.buffer.TimeOrderedBuffer`); within a bucket of time windows, the identity of
 the part.
+
+The suppression engine replaces an entry in place on its hot path
+(:meth:`~suppress.processor.SuppressProcessor.window_entry`), keeping the fields named by
+:data:`PRIOR`, :data:`KEY_BYTES` and :data:`PART`, and reads the count and byte total; every
+other write goes through :meth:`FinalResultsBuffer.write`.
 
 Entry fields: ``(new, timestamp, old, context, prior, topic, key bytes, part)``, plus
 ``(size, prior bytes, new bytes, fixed size)`` when bytes are tracked; the fixed size is the
@@ -47,8 +54,7 @@ __all__ = ("BucketKeys", "FinalResultsBuffer", "WindowKeys")
 
 _NEW, _TS, _OLD, _CTX, _PRIOR, _TOPIC, _KEY_BYTES, _PART = range(8)
 PRIOR, KEY_BYTES, PART = _PRIOR, _KEY_BYTES, _PART
-"""Entry fields for an owner that replaces an entry in place (without byte tracking): the
-prior, the key bytes and the part stay."""
+"""The fields an update in place keeps (without byte tracking; see the module docstring)."""
 _SIZE, _PRIOR_BYTES, _NEW_BYTES, _FIXED = 8, 9, 10, 11  # with byte tracking
 _new_tuple = tuple.__new__  # a RecordContext of values known to be valid
 
@@ -71,7 +77,7 @@ class WindowKeys(Protocol):
     """Keys made of a window and a part, one window per buffer time (time windows)."""
 
     def split(self, key: Any) -> tuple[Hashable, Any]:
-        """``(window, part)`` of ``key``."""
+        """``(window, part)`` of ``key``; ``(None, key)`` for a key kept whole."""
         ...
 
     def bucket_keys(self, window: Any) -> BucketKeys:
@@ -140,7 +146,6 @@ class FinalResultsBuffer:
         window_keys: WindowKeys | None = None,
         time_of: Callable[[Any], int] | None = None,
     ) -> None:
-        self._key_ser = key_serializer
         self._time_of = time_of
         self.key_identity: Callable[[Any], Hashable] = (
             key_identity if key_identity is not None
@@ -177,15 +182,16 @@ class FinalResultsBuffer:
             nothing is buffered then.
         """
         window_keys = self._window_keys
-        if window_keys is None:
-            self.write(time, None, key, self.key_identity(key), new, old, context[0], context,
-                       None)
-            return
-        window, part = window_keys.split(key)
-        bucket = self._buckets.get(time)
-        keys = window_keys.bucket_keys(window) if bucket is None else bucket.keys
-        assert keys is not None
-        self.write(time, window, part, keys.identity(part), new, old, context[0], context, None)
+        window, part = (None, key) if window_keys is None else window_keys.split(key)
+        if window is None:
+            identity = self.key_identity(key)
+        else:
+            assert window_keys is not None
+            bucket = self._buckets.get(time)
+            keys = window_keys.bucket_keys(window) if bucket is None else bucket.keys
+            assert keys is not None
+            identity = keys.identity(part)
+        self.write(time, window, part, identity, new, old, context[0], context, None)
 
     def write(self, time: int, window: Any, part: Any, identity: Hashable, new: Any, old: Any,
               timestamp: int, context: Any, topic: str | None) -> None:
@@ -193,15 +199,15 @@ class FinalResultsBuffer:
 
         ``context`` is a :class:`~suppress.entry.RecordContext` with ``topic`` ``None``, or
         the offset of a record without headers read from ``topic``; ``timestamp`` (ms) is the
-        one the entry leaves with. Without :class:`WindowKeys`, ``window`` is ignored and
-        ``part`` is the key.
+        one the entry leaves with. Without :class:`WindowKeys`, or with ``window`` ``None``
+        (a key kept whole), ``part`` is the key.
 
         :raises TypeError: as :meth:`put`.
         """
         bucket = self._buckets.get(time)
         if bucket is None:
             window_keys = self._window_keys
-            bucket = (_Bucket(None, None) if window_keys is None
+            bucket = (_Bucket(None, None) if window_keys is None or window is None
                       else _Bucket(window, window_keys.bucket_keys(window)))
         entries = bucket.entries
         entry = entries.get(identity)
@@ -316,6 +322,7 @@ class FinalResultsBuffer:
                 if changed is not None:
                     changed[(time, identity)] = key
                 evicted += 1
+            assert not entries, "an entry joined a bucket while it was emitted"
             heapq.heappop(times)
             del self._buckets[time]
         return evicted
@@ -345,6 +352,9 @@ class FinalResultsBuffer:
     def evict_while(self, predicate: Callable[[], bool],
                     callback: Callable[[BufferedEntry], object]) -> int:
         """Evict head entries while the buffer is not empty and ``predicate()`` holds.
+
+        The buffer's protocol (:class:`~suppress.buffer.SuppressionBuffer`), one entry at a
+        time: final results leave through :meth:`emit_closed`, a closed window at a time.
 
         ``callback(entry)`` runs before the entry is removed; if it raises, the entry stays.
 
@@ -488,6 +498,8 @@ class FinalResultsBuffer:
             for identity, entry in bucket.entries.items():
                 part = entry[_PART]
                 assert keys.identity(part) == identity, "entry under another identity"
+                assert self._time_of is None or self._time_of(keys.key_of(part)) == time, \
+                    "entry under another buffer time"
                 data = keys.key_bytes(part)
                 assert entry[_KEY_BYTES] == key_bytes_of(data, part), "stale key bytes"
                 if self._track_bytes:

@@ -239,11 +239,11 @@ class SuppressProcessor:
         self._enforce()
 
     def track_changes(self) -> dict[Hashable, Any]:
-        """Track the keys whose buffered entry changes; return the live ``identity -> key`` dict.
+        """Track the keys whose buffered entry changes; return the live dict of them.
 
         For an owner that writes the buffer's image at each commit: every put, update and
-        removal from now on notes its key there (under a key of the buffer's choosing); the
-        owner reads and clears the dict. In-memory buffers only.
+        removal from now on notes its key there (as the value, under a key of the buffer's
+        choosing); the owner reads the values and clears the dict. In-memory buffers only.
 
         :raises TypeError: for a spilling buffer (it keeps its own image).
         """

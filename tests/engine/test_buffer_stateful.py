@@ -10,7 +10,7 @@ from hypothesis_profiles import examples
 
 from suppress.buffer import TimeOrderedBuffer
 from suppress.entry import RecordContext, context_size, entry_size
-from suppress.final import FinalResultsBuffer
+from suppress.final import BucketKeys, FinalResultsBuffer
 
 KEYS = st.binary(min_size=0, max_size=3)
 VALUES = st.none() | st.binary(max_size=4)
@@ -31,6 +31,10 @@ class BufferMachine(RuleBasedStateMachine):
 
     time_of = None
 
+    def key_of(self, key: bytes):
+        """The key object buffered for the model's key (its bytes)."""
+        return key
+
     def buffers(self) -> tuple:
         return (TimeOrderedBuffer(bytes, bytes, track_bytes=True),
                 TimeOrderedBuffer(bytes, bytes, track_bytes=False))
@@ -46,8 +50,8 @@ class BufferMachine(RuleBasedStateMachine):
         ctx = RecordContext(ts, 0, topic, 0, ())
         if self.time_of is not None:
             time = self.time_of(key)
-        self.buf.put(time, key, new, old, ctx)
-        self.lazy.put(time, key, new, old, ctx)
+        self.buf.put(time, self.key_of(key), new, old, ctx)
+        self.lazy.put(time, self.key_of(key), new, old, ctx)
         if key in self.model:
             entry = self.model[key]
             entry[1], entry[2], entry[4] = new, old, ctx
@@ -107,9 +111,9 @@ class BufferMachine(RuleBasedStateMachine):
 
     @rule(key=KEYS)
     def prior(self, key: bytes) -> None:
-        defined, value = self.buf.prior_value(key)
+        defined, value = self.buf.prior_value(self.key_of(key))
         assert defined == (key in self.model)
-        assert self.lazy.prior_value(key) == (defined, value)
+        assert self.lazy.prior_value(self.key_of(key)) == (defined, value)
         if defined:
             assert value == self.model[key][3]
 
@@ -145,9 +149,43 @@ class FinalBufferMachine(BufferMachine):
         self.lazy.emit_closed(expiry, lambda key, new, old, ctx: got.append((key, new, old)))
 
 
+class _Pairs:
+    """:class:`~suppress.final.WindowKeys` of keys ``(part, window)``, the window being the
+    buffer time; a key's bytes are its part's."""
+
+    def split(self, key: tuple[bytes, int]) -> tuple[int, bytes]:
+        return key[1], key[0]
+
+    def bucket_keys(self, window: int) -> BucketKeys:
+        return BucketKeys(lambda part: (part, window), bytes, bytes)
+
+
+def _part_bytes(key: tuple[bytes, int]) -> bytes:
+    return key[0]
+
+
+def _window(key: tuple[bytes, int]) -> int:
+    return key[1]
+
+
+class WindowBufferMachine(FinalBufferMachine):
+    """The final-results buffers with keys split into window and part (``WindowKeys``)."""
+
+    def key_of(self, key: bytes) -> tuple[bytes, int]:
+        return key, _key_time(key)
+
+    def buffers(self) -> tuple:
+        return (FinalResultsBuffer(_part_bytes, bytes, track_bytes=True, window_keys=_Pairs()),
+                FinalResultsBuffer(_part_bytes, bytes, window_keys=_Pairs(), time_of=_window))
+
+    def evict_lazy_due(self, expiry: int, got: list) -> None:
+        self.lazy.emit_closed(expiry, lambda key, new, old, ctx: got.append((key[0], new, old)))
+
+
 TestBufferMachine = BufferMachine.TestCase
 TestFinalBufferMachine = FinalBufferMachine.TestCase
-for machine in (TestBufferMachine, TestFinalBufferMachine):
+TestWindowBufferMachine = WindowBufferMachine.TestCase
+for machine in (TestBufferMachine, TestFinalBufferMachine, TestWindowBufferMachine):
     machine.settings = settings(max_examples=examples(150), stateful_step_count=40,
                                 deadline=None)
 
@@ -215,3 +253,34 @@ def test_bytes_like_key_serializations_are_taken_as_bytes(make) -> None:
         buf.put(1, key, b"v", None, RecordContext(1))
     buf._check()
     assert [e.key_bytes for e in buf] == [b"a", b"b"]
+
+
+def test_closed_windows_stay_buffered_from_the_one_whose_emission_raised() -> None:
+    """``emit_closed`` removes each entry after it went out: a failure keeps the rest."""
+    buf = FinalResultsBuffer(bytes, bytes, track_bytes=True)
+    for key in (b"c", b"b", b"a"):  # one window: they leave by key bytes
+        buf.put(5, key, b"1", None, RecordContext(1))
+    emitted: list[bytes] = []
+
+    def emit(key, new, old, ctx) -> None:
+        if key == b"b":
+            raise RuntimeError("downstream failed")
+        emitted.append(key)
+
+    with pytest.raises(RuntimeError):
+        buf.emit_closed(5, emit)
+    buf._check()
+    assert emitted == [b"a"] and [e.key for e in buf] == [b"b", b"c"]
+
+
+def test_the_final_buffer_notes_every_key_written_or_removed() -> None:
+    buf = FinalResultsBuffer(bytes, bytes)
+    buf.changed = {}
+    buf.put(5, b"a", b"1", None, RecordContext(1))
+    buf.put(9, b"b", b"1", None, RecordContext(2))
+    buf.put(5, b"a", b"2", b"1", RecordContext(3))
+    assert sorted(buf.changed.values()) == [b"a", b"b"]
+    buf.changed.clear()
+    buf.emit_closed(5, lambda *change: None)
+    assert list(buf.changed.values()) == [b"a"] and buf.get(b"a") is None
+    assert buf.get(b"b").new == b"1"

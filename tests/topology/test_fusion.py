@@ -14,11 +14,12 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from suppress import BufferConfig, Suppressed
+from suppress import BufferConfig, BufferFullError, Suppressed
 from topology import Grouped, Materialized, StreamsBuilder, TimeWindows, TopologyTestDriver
 from topology.runtime.api import Processor
 from topology.serde import Serde, Serdes
@@ -484,3 +485,33 @@ def test_built_in_value_serializers_fail_at_the_suppression_on_both_paths() -> N
             assert fused == run(topology, rows, fuse=False, debug=False, bulk=bulk)
         per_record = run(topology, rows, fuse=True, debug=False)
         assert per_record[3][1] is not None and per_record[3][2][0] == "final"
+
+
+def test_windows_whose_end_is_capped_stay_apart_and_count_against_the_bound() -> None:
+    """Hopping windows near the largest timestamp all end at 2**63 - 1 (capped, as Kafka
+    does): each is its own buffered entry on both paths, so a bound of 3 is exceeded."""
+    b = StreamsBuilder()
+    (b.stream("in").group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(100, 0).advance_by(10)).count()
+     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("final"))
+     .to_stream().to("out"))
+    bounded = BufferConfig.max_records(3).shut_down_when_full()
+    c = StreamsBuilder()
+    (c.stream("in").group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(100, 0).advance_by(10)).count()
+     .suppress(Suppressed.until_window_closes(bounded).with_name("final"))
+     .to_stream().to("out"))
+    both = []
+    for fuse in (True, False):
+        with TopologyTestDriver(b.build(), {"fuse_final_results": fuse}) as d:
+            for key, ts in (("k", 2**63 - 6), ("j", 2**63 - 20), ("k", 2**63 - 5)):
+                d.create_input_topic("in").pipe_input(key, 1, ts)
+            buffered = d._task.suppressors["final"].buffered()
+            d._task.suppressors["final"].buffer._check()
+            assert len({key.window for key, _, _ in buffered if key.key == "k"}) == 10
+            assert {value for key, value, _ in buffered if key.key == "k"} == {2}
+            both.append(buffered)
+        with TopologyTestDriver(c.build(), {"fuse_final_results": fuse}) as d:
+            with pytest.raises(BufferFullError):
+                d.create_input_topic("in").pipe_input("k", 1, 2**63 - 6)
+    assert both[0] == both[1]

@@ -238,7 +238,6 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
                     update = child.window_entry()
                     parts = child.window_parts
                     if update is not None and parts is not None:
-                        assert parts.inner_identity is not None
                         parent.hand_changes_to(update, parts.inner_identity,
                                                parts.own_identity)
                         self.handing.add(node.name)

@@ -10,7 +10,7 @@ from suppress.processor import WindowUpdate
 from suppress.time import NO_TIMESTAMP, is_window_closed, window_close_time
 
 from ...record import Change
-from ...windows import TimeWindows, Window, Windowed, time_window_end
+from ...windows import LONG_MAX, TimeWindows, Window, Windowed, time_window_end
 from ..metrics import DropReason, log
 from ..processor import Entry, InternalProcessor
 from .late import LateRecords
@@ -46,11 +46,6 @@ def count_adder(key: Any, value: Any, agg: int) -> int:
 def count_subtractor(key: Any, value: Any, agg: int) -> int:
     """A grouped table's ``count()`` subtractor: ``agg - 1``."""
     return agg - 1
-
-
-def _no_identity(key: Any) -> Hashable:
-    """No identity is asked for before :meth:`WindowedAggregateProcessor.hand_changes_to`."""
-    raise AssertionError("no final-results suppression takes this aggregation's changes")
 
 
 _new_tuple = tuple.__new__  # a RecordContext of values known to be valid
@@ -212,9 +207,8 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         self._send_old = send_old
         self._window_cache: dict[int, Window] = {}
         self._tumbling = windows.advance_ms == windows.size_ms
-        self._final: WindowUpdate | None = None
-        self._final_identity: Callable[[Any], Hashable] = _no_identity
-        self._final_own: type | None = None
+        self._final: tuple[WindowUpdate, Callable[[Any], Hashable], type] | None = None
+        """After :meth:`hand_changes_to`: the update, the identity and its own type."""
         self.stream_time = NO_TIMESTAMP
 
     def init(self, task: Any) -> None:
@@ -234,16 +228,16 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         self.stream_time = int(state)
 
     def hand_changes_to(self, update: WindowUpdate, identity: Callable[[Any], Hashable],
-                        own: type | None) -> None:
+                        own: type) -> None:
         """Send every window change to ``update``, the only child's entry by window.
 
         ``update(time, window, key, identity, new, old, timestamp, context, topic)``: see
         :meth:`suppress.processor.SuppressProcessor.window_entry`; ``identity`` gives a key's
-        identity there, a key of exactly type ``own`` being its own.
+        identity there, a key of exactly type ``own`` being its own. A window whose end was
+        capped at the largest timestamp is still forwarded as a windowed key (the buffer
+        keeps such keys whole).
         """
-        self._final = update
-        self._final_identity = identity
-        self._final_own = own
+        self._final = (update, identity, own)
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Update every open window of the record; drop it for the closed ones.
@@ -270,10 +264,10 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
             if window is None:
                 window = self._window_of(start, end)
             final = self._final
-            if final is not None:
-                final(end, window, key, key if key.__class__ is self._final_own
-                      else self._final_identity(key), new, old if self._old else None,
-                      out_ts, ctx, None)
+            if final is not None and end != LONG_MAX:
+                update, identity, own = final
+                update(end, window, key, key if key.__class__ is own else identity(key), new,
+                       old if self._old else None, out_ts, ctx, None)
                 continue
             self.forward_change(Windowed(key, window), new,
                                 old if self._old else None,
@@ -289,11 +283,12 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         Every other record goes through :meth:`process`, which does the same in general.
         ``None`` otherwise.
         """
-        final, store = self._final, self._store
-        if not self._tumbling or final is None or self._bucket_of is None:
+        store = self._store
+        if not self._tumbling or self._final is None or self._bucket_of is None:
             return None
+        final, final_identity, final_own = self._final
         own, identity = store.own_identity, store.key_identity
-        if own is not self._final_own and identity is not self._final_identity:
+        if own is not final_own and identity is not final_identity:
             return None  # the store and the buffer may not identify keys alike
         process, windows = self.process, self._windows
         size, grace = windows.size_ms, windows.grace_ms
@@ -319,7 +314,7 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
                     close = window_close_time(end, grace)
                     bucket = (store.bucket(start, create=False) if self.stream_time < close
                               else None)
-                    if bucket is not None:
+                    if bucket is not None and end != LONG_MAX:  # (a capped end: forwarded)
                         last_start, last_bucket, last_close, last_end = start, bucket, close, end
                         last_version = store.layout_version
                         last_window = self._window_cache.get(start) or self._window_of(start,
@@ -350,13 +345,12 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
 
         return step
 
-    def aggregate_into(self, key: Any, value: Any, ts: int, start: int,
-                       fresh: tuple[Any, Any] | None = None) -> tuple[Any, Any, int]:
+    def aggregate_into(self, key: Any, value: Any, ts: int, start: int
+                       ) -> tuple[Any, Any, int]:
         """Fold one record into its window's aggregate in the store.
 
         Returns ``(old, new, timestamp)``: the aggregate before and after (``None`` new
         deletes the window) and the result's timestamp, the max of the window's records'.
-        ``fresh``: ``(old, new)`` already computed for a key new to the window.
         """
         store = self._store
         bucket_of = self._bucket_of
@@ -367,10 +361,7 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         else:
             bucket = None
             item = store.get_with_timestamp(key, start)
-        if fresh is not None:
-            out_ts = ts
-            old, new = fresh
-        elif item is None:
+        if item is None:
             out_ts = ts
             if self._initializer is None:
                 old, new = None, value

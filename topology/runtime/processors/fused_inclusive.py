@@ -20,9 +20,10 @@ of the suppression engine, which does, per update and in the same order, what
    that ended deleted (a tombstone: a merged session) are dropped; a sample after the batch;
 5. the capacity check (:class:`~suppress.errors.BufferFullError`).
 
-What it saves: the engine's general buffer, which buckets entries per buffer time (right for
-time windows, where thousands of keys share a window end; here nearly every window has an end
-of its own) and builds an entry object per window, and the calls between the nodes. Here one
+What it saves: the engine's final-results buffer, which keeps a bucket per buffer time (right
+for time windows, where thousands of keys share a window end; here nearly every window has an
+end of its own, and a bucket per window costs more than a heap item), and the calls between
+the nodes. Here one
 heap of ``(buffer time, key bytes, sequence, index key)`` orders the entries, and an entry is
 a tuple ``(new, old, context fields, prior, key bytes, size)``, replaced on update, indexed by
 the plain tuple ``(key, start, end)`` (hashed and compared in C, where a

@@ -23,7 +23,7 @@ from suppress.time import NO_TIMESTAMP
 from ..._key_identity import inner_key_identity, key_identity
 from ...serde import time_windowed_parts
 from ...state.codec import StateCodecError, decode, encode
-from ...windows import Window, Windowed
+from ...windows import LONG_MAX, Window, Windowed
 from ..processor import Entry, ForwardChange, InternalProcessor
 
 if TYPE_CHECKING:
@@ -85,8 +85,10 @@ class SuppressNodeProcessor(InternalProcessor):
     def init(self, task: Task) -> None:
         """Create the engine and register it as this node's suppression."""
         spill = None
-        self.window_parts = WindowParts(self) if self._time_windows else None
-        """How the buffer keeps the keys of time windows (``None``: other keys)."""
+        inner_identity, own = inner_key_identity(self.key_serializer)
+        self.window_parts = (WindowParts(self, inner_identity, own)
+                             if self._time_windows and inner_identity is not None else None)
+        """How the buffer keeps the keys of time windows (``None``: keys kept whole)."""
         self._spills = (self.suppressed.buffer_config.strategy
                         is BufferFullStrategy.SPILL_TO_DISK)
         if self._spills:
@@ -98,11 +100,10 @@ class SuppressNodeProcessor(InternalProcessor):
             key_identity=self.key_identity, window_keys=self.window_parts)
         task.register_suppression(self.name, self.engine, self.engine.metrics,
                                   self.store_name)
-        self._durable = task.durable
         self._dirty: dict[Hashable, Any] = (
-            self.engine.track_changes() if self._durable and not self._spills else {})
-        """With a state directory: identity -> key of the keys whose buffered entry changed
-        since the last commit (kept by the buffer itself)."""
+            self.engine.track_changes() if task.durable and not self._spills else {})
+        """With a state directory: the keys whose buffered entry changed since the last
+        commit, as values (kept by the buffer itself, see ``track_changes``)."""
         if self._idle is not None:
             self._upstream = (None if self._upstream_name is None
                               else task.processors[self._upstream_name])
@@ -160,25 +161,22 @@ class SuppressNodeProcessor(InternalProcessor):
 
         ``update(time, window, part, identity, new, old, timestamp, context, topic)`` (see
         :meth:`suppress.processor.SuppressProcessor.window_entry`): for final results of time
-        windows buffered in memory, when nothing here needs to see each change (no idle
-        close) and the inner keys' identity is known (the windowed layouts built here);
-        else ``None``.
+        windows buffered in memory with :attr:`window_parts`, when nothing here needs to see
+        each change (no idle close); else ``None``.
         """
-        parts = self.window_parts
-        if (parts is None or parts.inner_identity is None or self._spills
-                or self._idle is not None):
+        if self.window_parts is None or self._spills or self._idle is not None:
             return None
         return self.engine.window_entry()
 
     def change_entry(self) -> ForwardChange:
         """The engine's change entry; :meth:`process_change` when it must see records.
 
-        That is with a state directory (dirty keys) or idle close (records seen). A fused
-        step's :attr:`fused_change` when one took this node's buffer over.
+        That is with idle close (records seen). A fused step's :attr:`fused_change` when one
+        took this node's buffer over.
         """
         if self.fused_change is not None:
             return self.fused_change
-        if self._durable or self._idle is not None:
+        if self._idle is not None:
             return self.process_change
         return self.engine.change_entry()
 
@@ -314,17 +312,26 @@ class WindowParts:
     """The keys of time windows as the final-results buffer keeps them: window and inner key.
 
     Built and serialized through the node (so that an error is located there), identified
-    by the inner key's identity for the windowed layouts built here (a key of the identity's
-    own type is itself), else by the windowed key's.
+    by the inner key's identity (:attr:`inner_identity`; a key of type :attr:`own_identity`
+    is its own). Only for the windowed layouts built here, whose inner keys' identity is
+    known (:func:`~topology._key_identity.inner_key_identity`).
+
+    A window whose end was capped at the largest timestamp (``time_window_end``) shares that
+    buffer time with the other capped windows: its keys are kept whole.
     """
 
-    def __init__(self, node: SuppressNodeProcessor) -> None:
+    def __init__(self, node: SuppressNodeProcessor,
+                 inner_identity: Callable[[Any], Hashable], own_identity: type) -> None:
         self._node = node
-        self.inner_identity, self.own_identity = inner_key_identity(node.key_serializer)
+        self.inner_identity = inner_identity
+        self.own_identity = own_identity
 
-    def split(self, key: Any) -> tuple[Window, Any]:
-        """``(window, inner key)`` of a windowed key."""
-        return key[1], key[0]
+    def split(self, key: Any) -> tuple[Window | None, Any]:
+        """``(window, inner key)`` of a windowed key; ``(None, key)`` for a capped window."""
+        window = key[1]
+        if window[1] == LONG_MAX:
+            return None, key
+        return window, key[0]
 
     def bucket_keys(self, window: Window) -> BucketKeys:
         """How the keys of ``window`` are built, serialized and identified."""
@@ -334,14 +341,7 @@ class WindowParts:
             key: Windowed = _new_tuple(Windowed, (part, window))
             return key
 
-        identity = self.inner_identity
-        if identity is None:
-            windowed_identity = node.key_identity
-
-            def identity(part: Any) -> Hashable:
-                return windowed_identity(key_of(part))
-
-        return BucketKeys(key_of, node.window_key_bytes(window), identity)
+        return BucketKeys(key_of, node.window_key_bytes(window), self.inner_identity)
 
 
 def _no_commit() -> None:
