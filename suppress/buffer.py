@@ -46,6 +46,14 @@ def serialized_key(key_serializer: Callable[[Any], Any], key: Any) -> bytes:
     return key_bytes_of(data, key)
 
 
+def identity_of_keys(key_serializer: Callable[[Any], Any],
+                     key_identity: Callable[[Any], Hashable] | None) -> Callable[[Any], Hashable]:
+    """``key_identity``, or where it is ``None`` a key's bytes (:func:`serialized_key`)."""
+    if key_identity is not None:
+        return key_identity
+    return lambda key: serialized_key(key_serializer, key)
+
+
 def key_bytes_of(data: Any, key: Any) -> bytes:
     """What the key serializer gave for ``key`` (``data``), as :func:`serialized_key` returns it.
 
@@ -119,9 +127,7 @@ class TimeOrderedBuffer:
         key_identity: Callable[[Any], Hashable] | None = None,
     ) -> None:
         self._key_ser = key_serializer
-        self.key_identity: Callable[[Any], Hashable] = (
-            key_identity if key_identity is not None
-            else lambda key: serialized_key(key_serializer, key))
+        self.key_identity = identity_of_keys(key_serializer, key_identity)
         self._identity_is_bytes = key_identity is None  # an entry's key bytes are its identity
         self.changed: dict[Hashable, Any] | None = None
         """With change tracking (a durable owner sets a dict): identity -> key of every entry

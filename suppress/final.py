@@ -46,7 +46,7 @@ import heapq
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, NamedTuple, Protocol
 
-from .buffer import key_bytes_of, serialized_key
+from .buffer import identity_of_keys, key_bytes_of
 from .entry import BufferedEntry, RecordContext, change_size, context_size, entry_size
 from .errors import LONG_MAX
 
@@ -147,9 +147,7 @@ class FinalResultsBuffer:
         time_of: Callable[[Any], int] | None = None,
     ) -> None:
         self._time_of = time_of
-        self.key_identity: Callable[[Any], Hashable] = (
-            key_identity if key_identity is not None
-            else lambda key: serialized_key(key_serializer, key))
+        self.key_identity = identity_of_keys(key_serializer, key_identity)
         self._window_keys = window_keys
         self._whole_keys = BucketKeys(lambda key: key, key_serializer, self.key_identity)
         self._value_ser = value_serializer
