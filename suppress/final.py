@@ -43,7 +43,7 @@ entries O(k log k).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 from .buffer import identity_of_keys, key_bytes_of
@@ -181,15 +181,12 @@ class FinalResultsBuffer:
         """
         window_keys = self._window_keys
         window, part = (None, key) if window_keys is None else window_keys.split(key)
-        if window is None:
-            identity = self.key_identity(key)
-        else:
-            assert window_keys is not None
-            bucket = self._buckets.get(time)
-            keys = window_keys.bucket_keys(window) if bucket is None else bucket.keys
-            assert keys is not None
-            identity = keys.identity(part)
-        self.write(time, window, part, identity, new, old, context[0], context, None)
+        bucket = self._buckets.get(time)
+        if bucket is None:
+            bucket = self._bucket(window)
+        keys = self._whole_keys if bucket.keys is None else bucket.keys
+        self._write(time, bucket, part, keys.identity(part), new, old, context[0], context,
+                    None)
 
     def write(self, time: int, window: Any, part: Any, identity: Hashable, new: Any, old: Any,
               timestamp: int, context: Any, topic: str | None) -> None:
@@ -204,9 +201,19 @@ class FinalResultsBuffer:
         """
         bucket = self._buckets.get(time)
         if bucket is None:
-            window_keys = self._window_keys
-            bucket = (_Bucket(None, None) if window_keys is None or window is None
-                      else _Bucket(window, window_keys.bucket_keys(window)))
+            bucket = self._bucket(window)
+        self._write(time, bucket, part, identity, new, old, timestamp, context, topic)
+
+    def _bucket(self, window: Any) -> _Bucket:
+        """A new bucket for ``window`` (registered when its first entry is written)."""
+        window_keys = self._window_keys
+        if window_keys is None or window is None:
+            return _Bucket(None, None)
+        return _Bucket(window, window_keys.bucket_keys(window))
+
+    def _write(self, time: int, bucket: _Bucket, part: Any, identity: Hashable, new: Any,
+               old: Any, timestamp: int, context: Any, topic: str | None) -> None:
+        """:meth:`write` into ``bucket``, the bucket of ``time`` (or a new one for it)."""
         entries = bucket.entries
         entry = entries.get(identity)
         if entry is not None and not self._track_bytes:
@@ -303,11 +310,14 @@ class FinalResultsBuffer:
             bucket.run = None
             entries = bucket.entries
             items = list(entries.items())
-            key_bytes = [entry[_KEY_BYTES] for entry in entries.values()]
             key_of = None if bucket.keys is None else bucket.keys.key_of
             changed = self.changed
             # by key bytes; equal bytes keep their buffering order (a stable sort)
-            for i in sorted(range(len(items)), key=key_bytes.__getitem__):
+            order: Iterable[int] = range(1)
+            if len(items) > 1:
+                key_bytes = [entry[_KEY_BYTES] for entry in entries.values()]
+                order = sorted(range(len(items)), key=key_bytes.__getitem__)
+            for i in order:
                 identity, entry = items[i]
                 key = entry[_PART] if key_of is None else key_of(entry[_PART])
                 topic = entry[_TOPIC]

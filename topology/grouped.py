@@ -231,7 +231,7 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
     """
     if isinstance(window, TimeWindows):
         size, retention = window.size_ms, window.size_ms + window.grace_ms
-        info = WindowInfo(window.grace_ms, _window_end)
+        info = WindowInfo(window.grace_ms, _window_end, time_windows=True)
     elif isinstance(window, SlidingWindows):
         size = window.time_difference_ms
         retention = 3 * size + window.grace_ms + 2

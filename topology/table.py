@@ -104,6 +104,10 @@ class WindowInfo:
     delay_ms: int
     buffer_time: Callable[[Any], int]
     session: bool = False
+    time_windows: bool = False
+    """Time windows (tumbling, hopping): one window per exclusive end, so a final-results
+    buffer keeps their keys by window (sliding windows, whose ends are nearly all distinct,
+    are kept whole)."""
     aggregation: str | None = None
     """The name of the windowed aggregation node (idle close moves its stream time too)."""
 
@@ -297,7 +301,7 @@ class KTable(Generic[K, V]):
             Suppression(create=lambda: SuppressNodeProcessor(
                             suppressed, delay, key_ser, value_ser, buffer_time, store, upstream,
                             time_windows=(suppressed.final_results and window is not None
-                                          and not window.session)),
+                                          and window.time_windows)),
                         suppressed=suppressed, delay_ms=delay, store=store,
                         key_serializer=key_ser, value_serializer=value_ser,
                         buffer_time=buffer_time),
