@@ -25,8 +25,9 @@ the part.
 
 The suppression engine replaces an entry in place on its hot path
 (:meth:`~suppress.processor.SuppressProcessor.window_entry`), keeping the fields named by
-:data:`PRIOR`, :data:`KEY_BYTES` and :data:`PART`, and reads the count and byte total; every
-other write goes through :meth:`FinalResultsBuffer.write`.
+:data:`PRIOR`, :data:`KEY_BYTES` and :data:`PART`, and reads the buckets, the heap of times,
+the count and the byte total in place; every other write goes through
+:meth:`FinalResultsBuffer.write`.
 
 Entry fields: ``(new, timestamp, old, context, prior, topic, key bytes, part)``, plus
 ``(size, prior bytes, new bytes, fixed size)`` when bytes are tracked; the fixed size is the
@@ -154,10 +155,6 @@ class FinalResultsBuffer:
         self._track_bytes = track_bytes
         self._buckets: dict[int, _Bucket] = {}
         self._times: list[int] = []  # heap of the buckets' times
-        self.times = self._times
-        """The buffer times, live: a heap, ``times[0]`` the smallest (read only)."""
-        self.buckets = self._buckets
-        """``time -> bucket``, live (read only, but for an entry's update in place)."""
         self._count = 0
         self._bytes = 0  # kept only when tracking bytes
         self._topic_sizes: dict[str, int] = {}

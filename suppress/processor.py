@@ -316,8 +316,8 @@ class SuppressProcessor:
         if not isinstance(buffer, FinalResultsBuffer) or not buffer.splits_keys:
             raise TypeError(f"{self.name}: only final results of time windows, buffered in "
                             "memory, take changes by window")
-        write, times, delay = buffer.write, buffer.times, self.delay_ms
-        buckets = buffer.buckets
+        write, times, delay = buffer.write, buffer._times, self.delay_ms
+        buckets = buffer._buckets  # read in place (see suppress.final)
         sized, resized = buffer.tracks_bytes, buffer.resized
         metrics = self.metrics if self._debug else None
         enforce = self._enforce

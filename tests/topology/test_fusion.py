@@ -425,7 +425,7 @@ def test_buffered_windows_are_not_tracked_by_the_garbage_collector() -> None:
             topic.pipe_input("c", 1, 4)
             buffer = d._task.suppressors["final"].buffer
             gc.collect()
-            entries = [e for bucket in buffer.buckets.values() for e in bucket.entries.values()]
+            entries = [e for bucket in buffer._buckets.values() for e in bucket.entries.values()]
             assert len(entries) == 3
             assert not any(gc.is_tracked(e) for e in entries)
 
