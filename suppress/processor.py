@@ -14,7 +14,9 @@ Per record, in this order (Kafka's ``KTableSuppressProcessor``):
 4. if still over a limit: emit early from the head, or raise :class:`BufferFullError`.
 
 Final results are buffered in a :class:`~suppress.final.FinalResultsBuffer` (a bucket per
-window end), time limits in a :class:`~suppress.buffer.TimeOrderedBuffer`. With
+window end: time windows, and keys kept whole) or, for windows with ends of their own (sliding,
+sessions), a :class:`~suppress.final_heap.FinalResultsHeap` (one heap); time limits in a
+:class:`~suppress.buffer.TimeOrderedBuffer`. With
 ``spill_to_disk_when_full()`` the buffer is a :class:`~suppress.spill.SpillingBuffer`, which is
 never over a limit (its memory tier moves the overflow to disk), so step 4 never applies to it.
 """
@@ -29,7 +31,8 @@ from .buffer import TimeOrderedBuffer
 from .config import BufferFullStrategy, Suppressed
 from .entry import BufferedEntry, RecordContext
 from .errors import LONG_MAX, BufferFullError, InvalidSuppressionError
-from .final import KEY_BYTES, PART, PRIOR, FinalResultsBuffer, WindowKeys
+from .final import KEY_BYTES, PART, PRIOR, FinalEntries, FinalResultsBuffer, WindowKeys
+from .final_heap import FinalResultsHeap, PartKeys
 from .order import HeapOrder
 from .spill import SpillBackend, SpillingBuffer
 from .time import (
@@ -154,6 +157,9 @@ class SuppressProcessor:
         :class:`~suppress.buffer.TimeOrderedBuffer`); ``None``: the key's bytes.
     :param window_keys: for final results of time windows, how a key splits into its window
         and the key inside it (see :mod:`suppress.final`); enables :meth:`window_entry`.
+    :param part_keys: for final results of windows with ends of their own (sliding,
+        sessions), how a key splits into parts (see :mod:`suppress.final_heap`); enables
+        :meth:`window_entry`.
     :raises InvalidSuppressionError: for ``spill_to_disk_when_full()`` without ``spill``.
     """
 
@@ -170,6 +176,7 @@ class SuppressProcessor:
         spill: SpillBackend | None = None,
         key_identity: Callable[[Any], Hashable] | None = None,
         window_keys: WindowKeys | None = None,
+        part_keys: PartKeys | None = None,
     ) -> None:
         cfg = suppressed.buffer_config
         self.name = name
@@ -181,7 +188,7 @@ class SuppressProcessor:
         self.emit = emit
         """The callback records are let through to (replaceable before processing starts)."""
         track_bytes = cfg.bytes_limit is not None or debug_metrics
-        self.buffer: TimeOrderedBuffer | SpillingBuffer | FinalResultsBuffer
+        self.buffer: TimeOrderedBuffer | SpillingBuffer | FinalResultsBuffer | FinalResultsHeap
         self._changed: dict[Hashable, Any] | None = None
         """The buffer's change tracking (see :meth:`track_changes`), noted by the fast path."""
         if cfg.strategy is BufferFullStrategy.SPILL_TO_DISK:
@@ -195,6 +202,13 @@ class SuppressProcessor:
                 time_of=buffer_time_of if self._final else None)  # a window's end
             self._bounded = False  # never over a limit: the overflow is on disk
             self._index: dict[Any, BufferedEntry] = {}  # the fast path below does not run
+            self._fast_update = False
+        elif self._final and part_keys is not None:
+            self.buffer = FinalResultsHeap(
+                key_serializer, value_serializer, track_bytes=track_bytes,
+                key_identity=key_identity, part_keys=part_keys, time_of=buffer_time_of)
+            self._bounded = cfg.is_bounded
+            self._index = {}  # the fast path below does not run
             self._fast_update = False
         elif self._final:
             self.buffer = FinalResultsBuffer(
@@ -307,15 +321,19 @@ class SuppressProcessor:
         ``update(time, window, part, identity, new, old, timestamp, context, topic)`` does what
         :meth:`process_change` does for the key of ``part`` in ``window`` (buffer time
         ``time``), with ``identity`` the part's (see :class:`~suppress.final.BucketKeys`), and
-        the context as :meth:`~suppress.final.FinalResultsBuffer.write` takes it.
+        the context as :meth:`~suppress.final.FinalResultsBuffer.write` takes it. With
+        ``part_keys`` (windows with ends of their own), ``part`` names its window and
+        ``window`` is not used.
 
         :raises TypeError: unless this suppression buffers final results in memory with
-            ``window_keys``.
+            ``window_keys`` or ``part_keys``.
         """
         buffer = self.buffer
+        if isinstance(buffer, FinalResultsHeap):
+            return self._part_entry(buffer)
         if not isinstance(buffer, FinalResultsBuffer) or not buffer.splits_keys:
-            raise TypeError(f"{self.name}: only final results of time windows, buffered in "
-                            "memory, take changes by window")
+            raise TypeError(f"{self.name}: only final results of windows, buffered in memory "
+                            "with their keys' parts, take changes by window")
         write, times, delay = buffer.write, buffer._times, self.delay_ms
         buckets = buffer._buckets  # read in place (see suppress.final)
         sized, resized = buffer.tracks_bytes, buffer.resized
@@ -349,6 +367,45 @@ class SuppressProcessor:
                 head = times[0]
                 close = window_close_time(head, delay)
             if (self.stream_time >= close or buffer._count > max_count
+                    or buffer._bytes > max_bytes):
+                enforce()
+
+        return update
+
+    def _part_entry(self, buffer: FinalResultsHeap) -> WindowUpdate:
+        """:meth:`window_entry` of a buffer of parts in one heap (:mod:`suppress.final_heap`)."""
+        write, index, heap, delay = buffer.write, buffer._index, buffer._heap, self.delay_ms
+        sized, resized = buffer.tracks_bytes, buffer.resized
+        metrics = self.metrics if self._debug else None
+        enforce = self._enforce
+        # unbounded, without samples: what _enforce does is emit what is closed
+        emit_closed = (buffer.emit_closed if not self._bounded and metrics is None else None)
+        emit_change = self._emit_change
+        max_count = LONG_MAX if self._records_limit is None else self._records_limit
+        max_bytes = LONG_MAX if self._bytes_limit is None else self._bytes_limit
+        head = close = LONG_MAX  # the head's buffer time and when its window closes
+
+        def update(time: int, window: Any, part: Any, identity: Any, new: Any, old: Any,
+                   timestamp: int, context: Any, topic: str | None) -> None:
+            nonlocal head, close
+            if timestamp > self.stream_time:
+                self.stream_time = timestamp
+            entry = index.get(identity)
+            if entry is None or buffer.changed is not None:
+                write(time, window, part, identity, new, old, timestamp, context, topic)
+            elif sized:  # an update, as write() does it
+                index[identity] = resized(entry, new, timestamp, old, context, topic)
+            else:
+                index[identity] = (new, timestamp, old, context, entry[PRIOR], topic,
+                                   entry[KEY_BYTES], entry[PART])
+            if metrics is not None:
+                metrics.sample()
+            if heap[0][0] != head:  # not empty: an entry was just written
+                head = heap[0][0]
+                close = window_close_time(head, delay)
+            if self.stream_time >= close and emit_closed is not None:
+                emit_closed(last_closed_end(delay, self.stream_time), emit_change)
+            elif (self.stream_time >= close or buffer._count > max_count
                     or buffer._bytes > max_bytes):
                 enforce()
 
@@ -404,7 +461,7 @@ class SuppressProcessor:
         buffer = self.buffer
         is_due, delay, now = self.is_due, self.delay_ms, self.stream_time
         if is_due(self._min_time(), delay, now):  # an empty buffer's min time: 2**63 - 1
-            if isinstance(buffer, FinalResultsBuffer):
+            if isinstance(buffer, FinalEntries):
                 buffer.emit_closed(last_closed_end(delay, now), self._emit_change)
             else:
                 buffer.evict_due(lambda head: is_due(head, delay, now), self._emit_entry)

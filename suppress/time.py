@@ -6,9 +6,9 @@ The close rule lives here and nowhere else: :func:`is_window_closed`. A window w
 *exclusive* end is ``e`` (for inclusive-end windows, sliding and session, ``e = end + 1``)
 closes once the observed stream time ``T`` satisfies ``T >= e + D``, where ``D`` is the grace
 period (sessions: grace + gap). Every path that closes a window calls it: the windowed
-aggregations, to reject records for closed windows; ``until_window_closes``, to emit buffered
-windows (their buffer time is the exclusive end); and the fused final-results step, which
-does both. They therefore agree to the millisecond.
+aggregations, to reject records for closed windows, and ``until_window_closes``, to emit
+buffered windows (their buffer time is the exclusive end). They therefore agree to the
+millisecond.
 
 ``until_time_limit`` has its own rule, :func:`is_time_limit_reached`.
 """

@@ -235,11 +235,12 @@ def _add_window_store(b: StreamsBuilder, store: str, key_serde: Serde[Any] | Non
     elif isinstance(window, SlidingWindows):
         size = window.time_difference_ms
         retention = 3 * size + window.grace_ms + 2
-        info = WindowInfo(window.grace_ms, _inclusive_window_end)
+        info = WindowInfo(window.grace_ms, _inclusive_window_end, own_ends=True)
     else:
         b.add_store(session_store_spec(store, key_serde, window.gap_ms + window.grace_ms + 1,
                                        persistence))
-        return WindowInfo(window.gap_ms + window.grace_ms, _inclusive_window_end, session=True)
+        return WindowInfo(window.gap_ms + window.grace_ms, _inclusive_window_end, session=True,
+                          own_ends=True)
 
     b.add_store(window_store_spec(store, key_serde, size, retention, persistence))
     return info

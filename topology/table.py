@@ -106,8 +106,10 @@ class WindowInfo:
     session: bool = False
     time_windows: bool = False
     """Time windows (tumbling, hopping): one window per exclusive end, so a final-results
-    buffer keeps their keys by window (sliding windows, whose ends are nearly all distinct,
-    are kept whole)."""
+    buffer keeps their keys by window."""
+    own_ends: bool = False
+    """Sliding and session windows, whose ends are nearly all distinct: a final-results
+    buffer keeps their keys in one heap."""
     aggregation: str | None = None
     """The name of the windowed aggregation node (idle close moves its stream time too)."""
 
@@ -301,7 +303,9 @@ class KTable(Generic[K, V]):
             Suppression(create=lambda: SuppressNodeProcessor(
                             suppressed, delay, key_ser, value_ser, buffer_time, store, upstream,
                             time_windows=(suppressed.final_results and window is not None
-                                          and window.time_windows)),
+                                          and window.time_windows),
+                            own_ends=(suppressed.final_results and window is not None
+                                      and window.own_ends)),
                         suppressed=suppressed, delay_ms=delay, store=store,
                         key_serializer=key_ser, value_serializer=value_ser,
                         buffer_time=buffer_time),

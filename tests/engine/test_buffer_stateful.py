@@ -11,6 +11,7 @@ from hypothesis_profiles import examples
 from suppress.buffer import TimeOrderedBuffer
 from suppress.entry import RecordContext, context_size, entry_size
 from suppress.final import BucketKeys, FinalResultsBuffer
+from suppress.final_heap import FinalResultsHeap, PartKeys
 
 KEYS = st.binary(min_size=0, max_size=3)
 VALUES = st.none() | st.binary(max_size=4)
@@ -182,10 +183,34 @@ class WindowBufferMachine(FinalBufferMachine):
         self.lazy.emit_closed(expiry, lambda key, new, old, ctx: got.append((key[0], new, old)))
 
 
+class HeapBufferMachine(FinalBufferMachine):
+    """The final-results heap (windows with ends of their own), keys kept whole."""
+
+    def buffers(self) -> tuple:
+        return (FinalResultsHeap(bytes, bytes, track_bytes=True),
+                FinalResultsHeap(bytes, bytes, time_of=_key_time))
+
+
+_PAIR_PARTS = PartKeys(lambda key: key, BucketKeys(lambda part: part, _part_bytes, _part_bytes))
+"""Keys ``(part, window)`` kept as their own parts, identified and ordered by the part's
+bytes (a part names its window: equal bytes mean an equal time here)."""
+
+
+class PartHeapBufferMachine(WindowBufferMachine):
+    """The final-results heap with keys given as parts (``PartKeys``)."""
+
+    def buffers(self) -> tuple:
+        return (FinalResultsHeap(_part_bytes, bytes, track_bytes=True, part_keys=_PAIR_PARTS),
+                FinalResultsHeap(_part_bytes, bytes, part_keys=_PAIR_PARTS, time_of=_window))
+
+
 TestBufferMachine = BufferMachine.TestCase
 TestFinalBufferMachine = FinalBufferMachine.TestCase
 TestWindowBufferMachine = WindowBufferMachine.TestCase
-for machine in (TestBufferMachine, TestFinalBufferMachine, TestWindowBufferMachine):
+TestHeapBufferMachine = HeapBufferMachine.TestCase
+TestPartHeapBufferMachine = PartHeapBufferMachine.TestCase
+for machine in (TestBufferMachine, TestFinalBufferMachine, TestWindowBufferMachine,
+                TestHeapBufferMachine, TestPartHeapBufferMachine):
     machine.settings = settings(max_examples=examples(150), stateful_step_count=40,
                                 deadline=None)
 
@@ -198,7 +223,14 @@ def _buckets(key_serializer, value_serializer, track_bytes=False):
     return FinalResultsBuffer(key_serializer, value_serializer, track_bytes=track_bytes)
 
 
-BUFFERS = pytest.mark.parametrize("make", [_heap, _buckets], ids=["heap", "buckets"])
+def _final_heap(key_serializer, value_serializer, track_bytes=False):
+    return FinalResultsHeap(key_serializer, value_serializer, track_bytes=track_bytes)
+
+
+BUFFERS = pytest.mark.parametrize("make", [_heap, _buckets, _final_heap],
+                                  ids=["heap", "buckets", "final heap"])
+FINAL = pytest.mark.parametrize("final", [FinalResultsBuffer, FinalResultsHeap],
+                                ids=["buckets", "final heap"])
 
 
 @BUFFERS
@@ -255,9 +287,10 @@ def test_bytes_like_key_serializations_are_taken_as_bytes(make) -> None:
     assert [e.key_bytes for e in buf] == [b"a", b"b"]
 
 
-def test_closed_windows_stay_buffered_from_the_one_whose_emission_raised() -> None:
+@FINAL
+def test_closed_windows_stay_buffered_from_the_one_whose_emission_raised(final) -> None:
     """``emit_closed`` removes each entry after it went out: a failure keeps the rest."""
-    buf = FinalResultsBuffer(bytes, bytes, track_bytes=True)
+    buf = final(bytes, bytes, track_bytes=True)
     for key in (b"c", b"b", b"a"):  # one window: they leave by key bytes
         buf.put(5, key, b"1", None, RecordContext(1))
     emitted: list[bytes] = []
@@ -273,8 +306,9 @@ def test_closed_windows_stay_buffered_from_the_one_whose_emission_raised() -> No
     assert emitted == [b"a"] and [e.key for e in buf] == [b"b", b"c"]
 
 
-def test_the_final_buffer_notes_every_key_written_or_removed() -> None:
-    buf = FinalResultsBuffer(bytes, bytes)
+@FINAL
+def test_the_final_buffer_notes_every_key_written_or_removed(final) -> None:
+    buf = final(bytes, bytes)
     buf.changed = {}
     buf.put(5, b"a", b"1", None, RecordContext(1))
     buf.put(9, b"b", b"1", None, RecordContext(2))

@@ -1,9 +1,11 @@
-"""Fused final results of sliding and session windows are the processors they replace.
+"""Sliding and session windows handing changes to final results by part equal forwarding.
 
-The same topology runs fused and separate (each at both metrics levels) on the same random
-streams, with user code that raises (initializer, aggregator, merger, key and value serdes),
-null keys and values, late and out-of-order records routed to a late-records topic, and
-bounded buffers; after every record, outputs, late records, errors, the failure's node,
+A sliding or session aggregation whose only child is a final-results suppression hands each
+change to the suppression's heap of parts (``fuse_final_results``, the default) instead of
+forwarding windowed keys. The same topology runs both ways (each at both metrics levels) on
+the same random streams, with user code that raises (initializer, aggregator, merger, key and
+value serdes), null keys and values, late and out-of-order records routed to a late-records
+topic, and bounded buffers; after every record, outputs, late records, errors, the failure's node,
 drops, metrics, store contents, the suppression's stream time and its buffer must agree.
 """
 
@@ -22,6 +24,7 @@ from test_fusion import (  # the time windows' fusion test: its helpers and buff
 )
 
 from suppress import BufferConfig, Suppressed
+from suppress.final_heap import FinalResultsHeap
 from topology import (
     Materialized,
     SessionWindows,
@@ -29,7 +32,6 @@ from topology import (
     StreamsBuilder,
     TopologyTestDriver,
 )
-from topology.runtime.processors.fused_inclusive import FusedInclusiveFinalResults
 from topology.serde import Serdes
 
 BOOM = "boom"
@@ -100,8 +102,7 @@ def run(topology: Any, rows: list, windowing: str, *, fuse: bool, debug: bool,
     config = {"fuse_final_results": fuse, "metrics_recording_level": "DEBUG" if debug else "INFO"}
     steps: list = []
     with TopologyTestDriver(topology, config) as d:
-        assert any(isinstance(f, FusedInclusiveFinalResults)
-                   for f in d._task.fused.values()) is fuse
+        assert bool(d._task.handing) is fuse
         topic = d.create_input_topic("in")
         out, late = d.create_output_topic("out"), d.create_output_topic("late")
         store = (d.get_session_store("S") if windowing == "session"
@@ -112,8 +113,7 @@ def run(topology: Any, rows: list, windowing: str, *, fuse: bool, debug: bool,
             error, m = pipe_and_measure(d, topic, chunk, bulk)
             failure = d.failure
             suppression = d._task.suppressors["final"]
-            if fuse:
-                suppression._check()
+            suppression.buffer._check()
             steps.append((
                 [(r.key, r.value, r.timestamp, r.headers) for r in out.read_records_to_list()],
                 [(r.key, r.value, r.timestamp, r.headers) for r in late.read_records_to_list()],
@@ -145,7 +145,7 @@ def _values_for(kind: str, rows: list) -> list:
        span=st.integers(0, 25), grace=st.integers(0, 20), buffer=BUFFERS,
        fail_at=st.integers(0, 8), merge_fail_at=st.integers(0, 4),
        bad_key=st.sampled_from([None, "bad"]), bad_value=st.sampled_from([None, 3]))
-def test_fused_equals_separate(rows, windowing, kind, span, grace, buffer, fail_at,
+def test_handing_equals_forwarding(rows, windowing, kind, span, grace, buffer, fail_at,
                                merge_fail_at, bad_key, bad_value) -> None:
     if windowing == "session":
         span = max(1, span)  # a session gap is at least 1 ms
@@ -168,7 +168,7 @@ def test_fused_equals_separate(rows, windowing, kind, span, grace, buffer, fail_
 @given(rows=ROWS, windowing=st.sampled_from(["session", "sliding"]),
        kind=st.sampled_from(["count", "reduce", "aggregate"]),
        span=st.integers(1, 25), grace=st.integers(0, 20), buffer=BUFFERS)
-def test_bulk_fused_equals_separate_per_record(rows, windowing, kind, span, grace,
+def test_bulk_handing_equals_forwarding_per_record(rows, windowing, kind, span, grace,
                                                buffer) -> None:
     """pipe_records (plain tuples take the context-free entry) vs pipe_input, unfused."""
     rows = _values_for(kind, rows)
@@ -188,11 +188,12 @@ def test_bulk_fused_equals_separate_per_record(rows, windowing, kind, span, grac
     assert bulk[0][3:] == per_record[-1][3:]
 
 
-def test_fusion_of_inclusive_windows_is_switched_with_the_others() -> None:
+def test_handing_of_inclusive_windows_is_switched_with_the_others() -> None:
     topology = build("session", "count", 5, 0)
     with TopologyTestDriver(topology) as d:
-        (fused,) = d._task.fused.values()
-        assert isinstance(fused, FusedInclusiveFinalResults)
+        assert len(d._task.handing) == 1
+        engine = d._task.suppressors["final"]
+        assert isinstance(engine.buffer, FinalResultsHeap)
         inp, out = d.create_input_topic("in"), d.create_output_topic("out")
         inp.pipe_input("a", 1, 1)
         inp.pipe_input("a", 1, 4)  # merges into [1, 4]: a tombstone for [1, 1] is buffered
@@ -200,10 +201,11 @@ def test_fusion_of_inclusive_windows_is_switched_with_the_others() -> None:
         records = out.read_records_to_list()
         assert [(r.key.key, tuple(r.key.window), r.value, r.timestamp) for r in records] == [
             ("a", (1, 4), 2, 4)]
-        assert fused.num_records == 1  # b; [1, 1] ended deleted and left without a result
-        fused._check()
+        assert engine.num_records == 1  # b; [1, 1] ended deleted and left without a result
+        engine.buffer._check()
     with TopologyTestDriver(topology, {"fuse_final_results": False}) as d:
-        assert not d._task.fused
+        assert not d._task.handing
+        assert isinstance(d._task.suppressors["final"].buffer, FinalResultsHeap)
 
 
 def test_a_gap_near_the_largest_time_runs_the_same_both_ways() -> None:
@@ -226,3 +228,35 @@ def test_a_closed_session_takes_no_part_in_a_later_merge() -> None:
         steps = run(build("session", "count", 5, 0), rows, "session", fuse=fuse, debug=False)
         out = [(r[0], r[1]) for step in steps for r in step[0]]
         assert [(str(k), v) for k, v in out] == [("[a@0/0]", 1), ("[a@4/9]", 2)], fuse
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(rows=ROWS, windowing=st.sampled_from(["session", "sliding"]), span=st.integers(1, 25),
+       grace=st.integers(0, 20), cut=st.integers(0, 40), first=st.booleans())
+def test_a_state_directory_written_either_way_restores_either_way(
+        tmp_path_factory, rows, windowing, span, grace, cut, first) -> None:
+    """With a state directory (RocksDB stores): stop after ``cut`` records handing changes on
+    or forwarding them, restart the other way; outputs, drops and the buffer equal one run's."""
+    rows = [(k, 1 if v is None or v == BOOM else v, ts) for k, v, ts, _ in rows]
+
+    def run_in(state_dir, fuse, part):
+        with TopologyTestDriver(build(windowing, "reduce", span, grace),
+                                {"fuse_final_results": fuse}, state_dir=state_dir) as d:
+            assert bool(d._task.handing) is fuse
+            d.create_input_topic("in").pipe_records(part)
+            final = d._task.suppressors["final"]
+            final.buffer._check()
+            return ([(r.key, r.value, r.timestamp)
+                     for r in d.create_output_topic("out").read_records_to_list()],
+                    [(r.key, r.value, r.timestamp)
+                     for r in d.create_output_topic("late").read_records_to_list()],
+                    d.metrics()["dropped-records-total"], final.buffered(), final.stream_time)
+
+    whole = run_in(tmp_path_factory.mktemp("one"), first, rows)
+    state_dir = tmp_path_factory.mktemp("two")
+    head = run_in(state_dir, first, rows[:cut])
+    tail = run_in(state_dir, not first, rows[cut:])
+    assert head[0] + tail[0] == whole[0]
+    assert head[1] + tail[1] == whole[1]
+    assert head[2] + tail[2] == whole[2]  # each driver counts its own drops
+    assert tail[3:] == whole[3:]

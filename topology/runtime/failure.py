@@ -102,14 +102,11 @@ def failing_node(exc: BaseException) -> str | None:
     node_name = getattr(exc, "node_name", None)
     if isinstance(node_name, str):
         return node_name
-    from .processors.fused_inclusive import FusedInclusiveFinalResults
-
     node = None
     tb = exc.__traceback__
     while tb is not None:
         owner = tb.tb_frame.f_locals.get("self")
-        if isinstance(owner, InternalProcessor | SuppressProcessor
-                      | FusedInclusiveFinalResults):
+        if isinstance(owner, InternalProcessor | SuppressProcessor):
             node = owner.name
         tb = tb.tb_next
     return node

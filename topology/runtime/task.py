@@ -88,10 +88,9 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
     :param debug_metrics: record DEBUG-level metrics (suppression buffer size/count samples).
     :param fuse: let each windowed aggregation whose only child is a final-results
         suppression hand its changes straight to the suppression's buffer (same results,
-        faster): time windows by window and key
-        (:meth:`~topology.runtime.processors.aggregate.WindowedAggregateProcessor.hand_changes_to`),
-        sliding and session windows through a fused step
-        (:mod:`topology.runtime.processors.fused_inclusive`).
+        faster), by window and key, without windowed keys
+        (:meth:`~topology.runtime.processors.aggregate.WindowedAggregateProcessor.hand_changes_to`
+        and its sliding and session twins).
     :param max_feedback_records: the most records one input record may feed back through
         topics the topology reads.
     :param state_dir: where on-disk state lives: ``<state_dir>/<application_id>/0_0`` (spilled
@@ -158,12 +157,10 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
         """Set when the task failed (see :mod:`topology.runtime.failure`)."""
         self.suppressors: dict[str, SuppressionView] = {}
         """Suppression node name -> its stream time and buffer, whichever path runs it."""
-        self.fused: dict[str, Any] = {}
-        """Aggregation node name -> the fused final-results step that runs it."""
         self.handing: set[str] = set()
-        """Time-windowed aggregations that hand changes to their suppression by window."""
+        """Windowed aggregations that hand changes to their suppression by window."""
         self._looked_up: set[str] = set()
-        """Suppressions a join reads (see :meth:`suppression_lookup`); never fused."""
+        """Suppressions a join reads (see :meth:`suppression_lookup`); never handed changes."""
         self.stores: dict[str, Any] = {spec.name: self._create_store(spec)
                                        for spec in topology.stores}
         self._store_kinds = {spec.name: spec.kind for spec in topology.stores}
@@ -195,9 +192,6 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
         entries = {name: Entry(p.record_entry(), p.change_entry(), p.stale_entry())
                    for name, p in self.processors.items()}
         raw: dict[str, Callable[..., None]] = {}
-        for name, fused in self.fused.items():
-            entries[name] = entries[name]._replace(record=fused.record_entry())
-            raw[name] = fused.raw_entry()
         for name in self.handing:
             raw_entry = self.processors[name].raw_entry()  # type: ignore[attr-defined]
             if raw_entry is not None:
@@ -213,42 +207,31 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
             if len(node.children) == 1 and node.children[0].name in raw}
 
     def _fuse(self) -> None:
-        """Join each windowed aggregation to a final-results suppression, its only child.
+        """Let each windowed aggregation hand its changes to a final-results suppression.
 
-        A time-windowed aggregation hands its changes to the suppression's buffer by window;
-        a sliding or session aggregation (without a state directory) runs fused with it. A
+        Where the suppression is the aggregation's only child and keeps its keys by parts
+        (:meth:`~topology.runtime.processors.suppress.SuppressNodeProcessor.window_entry`),
+        the aggregation's changes go to the suppression's buffer without windowed keys. A
         late-records sink below the aggregation does not count as a child: late records go
         through the aggregation as on the separate path.
         """
-        from .processors.aggregate import WindowedAggregateProcessor
-        from .processors.fused_inclusive import FusedInclusiveFinalResults, can_fuse_inclusive
+        from .processors.aggregate import WindowedAggregateBase
         from .processors.suppress import SuppressNodeProcessor
 
         for node in self.topology.nodes:
             parent = self.processors[node.name]
-            late_sink = getattr(parent, "late_sink", None)  # not a child the table feeds
-            children = [c for c in node.children if c.name != late_sink]
+            if not isinstance(parent, WindowedAggregateBase):
+                continue
+            children = [c for c in node.children if c.name != parent.late_sink]
             if len(children) != 1:
                 continue
             child = self.processors[children[0].name]
-            if child.name in self._looked_up:
+            if child.name in self._looked_up or not isinstance(child, SuppressNodeProcessor):
                 continue
-            if isinstance(parent, WindowedAggregateProcessor):
-                if isinstance(child, SuppressNodeProcessor):
-                    update = child.window_entry()
-                    parts = child.window_parts
-                    if update is not None and parts is not None:
-                        parent.hand_changes_to(update, parts.inner_identity,
-                                               parts.own_identity)
-                        self.handing.add(node.name)
-                continue
-            if self.durable or not can_fuse_inclusive(parent, child):
-                continue
-            fused = FusedInclusiveFinalResults(parent, child,  # type: ignore[arg-type]
-                                               self.debug_metrics)
-            self.fused[node.name] = fused
-            self.register_suppression(child.name, fused, fused.metrics,
-                                      child.store_name)  # type: ignore[attr-defined]
+            update = child.window_entry()
+            if update is not None and child.parts_identity is not None:
+                parent.hand_changes_to(update, *child.parts_identity)
+                self.handing.add(node.name)
 
     def register_suppression(self, name: str, view: SuppressionView, metrics: SuppressMetrics,
                              store_name: str | None) -> None:
@@ -263,7 +246,7 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
         """``prior_value(key)`` of suppression ``name``, for a join reading its table.
 
         Called while processors are initialised (the suppression is initialised first, as
-        its node was defined first); the suppression then runs unfused.
+        its node was defined first); the suppression then takes changes as windowed keys.
 
         :raises KeyError: if no suppression ``name`` was initialised yet.
         """

@@ -182,6 +182,37 @@ class SessionQueries(ABC):
         """The sessions of ``find_sessions(*args)``; a backend may answer common forms faster."""
         return self._sessions(parse_find(method, args), reverse)
 
+    @abstractmethod
+    def _check_open(self) -> None:
+        """:raises StoreClosedError: the store is closed."""
+
+    @abstractmethod
+    def _write(self, key: Any, start: int, end: int, aggregate: Any) -> None:
+        """Store (``None``: remove) the session ``[start, end]`` of ``key``, the store open."""
+
+    # -- what a session aggregation reads and writes: sessions as plain numbers --------------
+
+    def near(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
+        """``find_sessions(key, earliest_end, latest_start)`` as ``(end, start, aggregate)``.
+
+        The same sessions in the same order, without windowed keys (ms, both bounds
+        inclusive and within ``[MIN_TIME, MAX_TIME]``).
+
+        :raises StoreClosedError: the store is closed.
+        """
+        return [(session[1][1], session[1][0], aggregate)
+                for session, aggregate in self.find_sessions(key, earliest_end, latest_start)]
+
+    def put_session(self, key: Any, start: int, end: int, aggregate: Any) -> None:
+        """``put(Windowed(key, Window(start, end)), aggregate)`` of a valid session.
+
+        ``None`` removes the session. ``key`` is not ``None`` and ``start <= end`` (ms).
+
+        :raises StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        self._write(key, start, end, aggregate)
+
     def find_sessions(self, *args: Any) -> Iterator[tuple[Windowed, Any]]:
         """Sessions ending at or after one time and starting at or before another.
 

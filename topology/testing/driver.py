@@ -69,8 +69,9 @@ class TopologyTestDriver:
           on every put;
         - ``fuse_final_results``: let each windowed aggregation whose only child is a
           final-results suppression hand its changes straight to the suppression's buffer
-          (default ``True``; same results, about twice as fast; ``False`` forwards windowed
-          keys from one processor to the other);
+          by window and key, with no windowed key built per update (default ``True``; same
+          results, faster; ``False`` forwards windowed keys from one processor to the
+          other);
         - ``max_feedback_records``: the most records one input record may feed back through
           topics the topology reads, sinks writing to its own sources (default 10,000); past
           it the record fails with :class:`~topology.errors.FeedbackLoopError` naming the
@@ -549,7 +550,7 @@ class SuppressionBuffer:
     """A read-only view of a suppression's buffer store (from ``driver.get_state_store``).
 
     Kafka's counterpart is the ``InMemoryTimeOrderedKeyValueChangeBuffer`` store. The view
-    reads the suppression as it runs, fused with its aggregation or not: its stream time,
+    reads the suppression as it runs, handed its changes by window or not: its stream time,
     its size figures and its entries.
     """
 

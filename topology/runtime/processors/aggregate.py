@@ -170,6 +170,41 @@ class WindowedAggregateBase(InternalProcessor):
     late: LateRecords
     late_sink: str | None = None
     """The name of the late-records sink node, if any (set by the DSL)."""
+    _final: tuple[WindowUpdate, Callable[[Any], Hashable], type] | None = None
+    """After :meth:`hand_changes_to`: the update, the identity and its own type."""
+
+    def hand_changes_to(self, update: WindowUpdate, identity: Callable[[Any], Hashable],
+                        own: type) -> None:
+        """Send every window change to ``update``, the only child's entry by window.
+
+        ``update(time, window, part, identity, new, old, timestamp, context, topic)``: see
+        :meth:`suppress.processor.SuppressProcessor.window_entry`. ``identity`` gives a key's
+        identity there, a key of exactly type ``own`` being its own. Time windows hand over
+        the inner key as the part, under its window (a window whose end was capped at the
+        largest timestamp is still forwarded as a windowed key: the buffer keeps such keys
+        whole); sliding and session windows hand over ``(key, start, end)``, identified as
+        ``(identity(key), start, end)``.
+        """
+        self._final = (update, identity, own)
+
+    def raw_entry(self) -> Callable[[Any, Any, int, int, str], None] | None:
+        """Where records piped without headers may arrive: ``(key, value, ts, offset, topic)``.
+
+        ``None``: through ``process`` (an aggregation may have a faster entry).
+        """
+        return None
+
+    def hand_on(self, key: Any, start: int, end: int, new: Any, old: Any, timestamp: int,
+                context: Any, topic: str | None) -> None:
+        """Hand the change of window ``[start, end]`` of ``key`` (inclusive end) on.
+
+        For sliding and session windows after :meth:`hand_changes_to`: buffer time ``end +
+        1``, part ``(key, start, end)``; ``context`` and ``topic`` as ``update`` takes them.
+        """
+        update, identity, own = self._final  # type: ignore[misc]
+        part = (key, start, end)
+        update(end + 1, None, part, part if key.__class__ is own else (identity(key), start, end),
+               new, old, timestamp, context, topic)
 
     def init_late(self, task: Any, inclusive_end: bool) -> None:
         """Create :attr:`late` (call from ``init``)."""
@@ -207,8 +242,6 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
         self._send_old = send_old
         self._window_cache: dict[int, Window] = {}
         self._tumbling = windows.advance_ms == windows.size_ms
-        self._final: tuple[WindowUpdate, Callable[[Any], Hashable], type] | None = None
-        """After :meth:`hand_changes_to`: the update, the identity and its own type."""
         self.stream_time = NO_TIMESTAMP
 
     def init(self, task: Any) -> None:
@@ -226,18 +259,6 @@ class WindowedAggregateProcessor(WindowedAggregateBase):
     def restore(self, state: Any, keyspace: Callable[[str], Any]) -> None:
         """Take back the stream time of the last commit."""
         self.stream_time = int(state)
-
-    def hand_changes_to(self, update: WindowUpdate, identity: Callable[[Any], Hashable],
-                        own: type) -> None:
-        """Send every window change to ``update``, the only child's entry by window.
-
-        ``update(time, window, key, identity, new, old, timestamp, context, topic)``: see
-        :meth:`suppress.processor.SuppressProcessor.window_entry`; ``identity`` gives a key's
-        identity there, a key of exactly type ``own`` being its own. A window whose end was
-        capped at the largest timestamp is still forwarded as a windowed key (the buffer
-        keeps such keys whole).
-        """
-        self._final = (update, identity, own)
 
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Update every open window of the record; drop it for the closed ones.

@@ -23,18 +23,27 @@ session at the very stream time its final result is emitted). The store keeps se
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from suppress.entry import RecordContext
-from suppress.time import NO_TIMESTAMP, is_window_closed
+from suppress.processor import WindowUpdate
+from suppress.time import NO_TIMESTAMP, last_closed_end
 
 from ...state.sessions import MAX_TIME, MIN_TIME
 from ...windows import SessionWindows, Window, Windowed
-from .aggregate import Aggregator, Initializer, WindowedAggregateBase
+from .aggregate import (
+    Aggregator,
+    Initializer,
+    WindowedAggregateBase,
+    count_adder,
+    count_initializer,
+)
 from .table import log_null_key
 
 __all__ = ("Merger", "SessionWindowAggregateProcessor")
+
+_new_tuple = tuple.__new__  # the named tuples of values known to be valid
 
 Merger = Callable[[Any, Any, Any], Any]
 """``merger(key, agg1, agg2)``: the aggregate of two merged sessions."""
@@ -58,6 +67,8 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
         self._aggregator = aggregator
         self._merger = merger
         self._send_old = send_old
+        # count(): its aggregator adds 1, its initializer gives 0 (same results, no calls)
+        self._counting = initializer is count_initializer and aggregator is count_adder
         self.stream_time = NO_TIMESTAMP
 
     def init(self, task: Any) -> None:
@@ -66,6 +77,7 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
         self._store = task.stores[self._store_name]
         self._old = self._send_old()
         self.init_late(task, True)
+        self._step = self._make_step()
 
     def checkpoint(self, keyspace: Callable[[str], Any]) -> Any:
         """The aggregation's stream time (its sessions live in the store)."""
@@ -75,39 +87,102 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
         """Take back the stream time of the last commit."""
         self.stream_time = int(state)
 
+    def hand_changes_to(self, update: WindowUpdate, identity: Callable[[Any], Hashable],
+                        own: type) -> None:
+        """As :meth:`WindowedAggregateBase.hand_changes_to` (the step is built again)."""
+        super().hand_changes_to(update, identity, own)
+        self._step = self._make_step()
+
+    def raw_entry(self) -> Callable[[Any, Any, int, int, str], None] | None:
+        """Where records piped without headers may arrive: ``(key, value, ts, offset, topic)``.
+
+        When changes are handed on (:meth:`hand_changes_to`): the same steps as
+        :meth:`process`, with no context built unless a record is dropped. ``None`` otherwise.
+        """
+        if self._final is None:
+            return None
+        return self._step
+
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Merge the record into its key's open sessions (see the module docstring)."""
-        if key is None:
-            log_null_key(self._task, ctx, self.name)
-            return
-        ts = ctx.timestamp
-        if ts > self.stream_time:
-            self.stream_time = ts
-        now, delay, gap = self.stream_time, self._delay, self._gap
-        start = end = ts
-        merged = []
-        agg = self._initializer()
-        merger = self._merger
-        earliest, latest = max(ts - gap, MIN_TIME), min(ts + gap, MAX_TIME)  # saturated
-        for session, session_agg in self._store.find_sessions(key, earliest, latest):
-            window = session.window
-            if is_window_closed(window.end + 1, delay, now):
-                continue  # its final result is due or out: it takes no more records
-            merged.append((session, session_agg))
-            agg = merger(key, agg, session_agg)
-            if window.start < start:
-                start = window.start
-            if window.end > end:
-                end = window.end
-        if is_window_closed(end + 1, delay, now):
-            self.late.drop(key, value, ctx, start, end, now - delay, now)
-            return
-        if start != ts or end != ts:
-            for session, session_agg in merged:
-                self._store.remove(session)
-                self.forward_change(session, None, session_agg if self._old else None,
-                                    ctx.with_timestamp(session.window.end))
-        agg = self._aggregator(key, value, agg)
-        session = Windowed(key, Window(start, end))
-        self._store.put(session, agg)
-        self.forward_change(session, agg, None, ctx.with_timestamp(end))
+        self._step(key, value, ctx[0], ctx, None)
+
+    def _make_step(self) -> Callable[[Any, Any, int, Any, str | None], None]:
+        """The step of a record: ``step(key, value, ts, context, topic)``.
+
+        ``context`` is the record's :class:`~suppress.entry.RecordContext` (``topic``
+        ``None``), or the offset of a record without headers read from ``topic``. It does
+        what the module docstring says, with the node's parts bound once (a closure: the
+        step runs per record).
+        """
+        near, put = self._store.near, self._store.put_session
+        delay, gap = self._delay, self._gap
+        counting, initializer = self._counting, self._initializer
+        aggregator, merger = self._aggregator, self._merger
+        send_old, late = self._old, self.late
+        final = self._final
+        forward = self._forward
+        if final is not None:
+            update, identity, own = final
+
+        def step(key: Any, value: Any, ts: int, context: Any, topic: str | None) -> None:
+            if key is None:
+                ctx = context if topic is None else RecordContext(ts, context, topic)
+                log_null_key(self._task, ctx, self.name)
+                return
+            if ts > self.stream_time:
+                self.stream_time = ts
+            now = self.stream_time
+            start = end = ts
+            merged = []
+            agg = 0 if counting else initializer()
+            closed = last_closed_end(delay, now)  # a session with end + 1 <= closed is closed
+            earliest, latest = ts - gap, ts + gap
+            if earliest < MIN_TIME:  # saturated
+                earliest = MIN_TIME
+            if latest > MAX_TIME:
+                latest = MAX_TIME
+            for found_end, found_start, found_agg in near(key, earliest, latest):
+                if found_end + 1 <= closed:
+                    continue  # its final result is due or out: it takes no more records
+                merged.append((found_start, found_end, found_agg))
+                agg = merger(key, agg, found_agg)
+                if found_start < start:
+                    start = found_start
+                if found_end > end:
+                    end = found_end
+            if end + 1 <= closed:
+                ctx = context if topic is None else RecordContext(ts, context, topic)
+                late.drop(key, value, ctx, start, end, now - delay, now)
+                return
+            if final is not None:  # handed on: part (key, start, end), buffer time end + 1
+                key_identity = key if key.__class__ is own else identity(key)
+            if start != ts or end != ts:
+                for found_start, found_end, found_agg in merged:
+                    put(key, found_start, found_end, None)
+                    old = found_agg if send_old else None
+                    if final is None:
+                        forward(key, found_start, found_end, None, old, context, topic)
+                    else:
+                        update(found_end + 1, None, (key, found_start, found_end),
+                               (key_identity, found_start, found_end), None, old, found_end,
+                               context, topic)
+            agg = agg + 1 if counting else aggregator(key, value, agg)
+            put(key, start, end, agg)
+            if final is None:
+                forward(key, start, end, agg, None, context, topic)
+            else:
+                part = (key, start, end)
+                update(end + 1, None, part,
+                       part if key_identity is key else (key_identity, start, end), agg, None,
+                       end, context, topic)
+
+        return step
+
+    def _forward(self, key: Any, start: int, end: int, new: Any, old: Any, context: Any,
+                 topic: str | None) -> None:
+        """Forward the change of session ``[start, end]`` (timestamp: its end)."""
+        ctx = context if topic is None else _new_tuple(RecordContext,
+                                                      (end, context, topic, 0, ()))
+        self.forward_change(_new_tuple(Windowed, (key, _new_tuple(Window, (start, end)))),
+                            new, old, ctx.with_timestamp(end))

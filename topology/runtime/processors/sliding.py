@@ -53,9 +53,6 @@ __all__ = ("SlidingWindowAggregateProcessor",)
 Item = tuple[Any, int]
 """A window's ``(aggregate, timestamp)`` as the store holds it."""
 
-WindowWrite = Callable[[Any, int, Any, Any, int, RecordContext], None]
-"""``write(key, start, new, old, timestamp, ctx)``: see ``_write_window``."""
-
 
 class SlidingWindowAggregateProcessor(WindowedAggregateBase):
     """Sliding-window ``aggregate``/``count``/``reduce`` (see the module docstring).
@@ -81,10 +78,6 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         self._swept = NO_TIMESTAMP
         self._swept_below = -(2**63)
         """Starts below this were forgotten by the last sweep (the store may still hold them)."""
-        self.write_window: WindowWrite = self._write_window
-        """Every window write: :meth:`_write_window`, or a fused final-results step's own
-        (:mod:`~topology.runtime.processors.fused_inclusive`), which buffers the update
-        itself after the same store write."""
 
     def init(self, task: Any) -> None:
         """Bind the store; index the windows it already holds (persistent state)."""
@@ -242,21 +235,26 @@ class SlidingWindowAggregateProcessor(WindowedAggregateBase):
         new = self._aggregator(key, value, old)
         ts = ctx[0]
         out_ts = ts if old is None or item[1] < ts else item[1]
-        self.write_window(key, start, new, old if self._old else None, out_ts, ctx)
+        self._write_window(key, start, new, old if self._old else None, out_ts, ctx)
 
     def _create_right(self, key: Any, ctx: RecordContext, ts: int, agg: Item) -> None:
         """The record's right window ``[ts + 1, ts + 1 + d]``: a copy of ``agg``."""
-        self.write_window(key, ts + 1, agg[0], None, agg[1], ctx)
+        self._write_window(key, ts + 1, agg[0], None, agg[1], ctx)
 
     def _write_window(self, key: Any, start: int, new: Any, old: Any, timestamp: int,
                       ctx: RecordContext) -> None:
         """Store window ``start``'s new aggregate, then forward the update (``old`` as sent).
 
-        ``timestamp``: the window's (ms), the update's timestamp; ``ctx``: the record's.
+        ``timestamp``: the window's (ms), the update's timestamp; ``ctx``: the record's. When
+        changes are handed on (:meth:`hand_changes_to`), no windowed key is built.
         """
         self._put(key, start, new, timestamp)
-        self.forward_change(Windowed(key, Window(start, start + self._d)), new, old,
-                            ctx.with_timestamp(timestamp))
+        end = start + self._d
+        if self._final is None:
+            self.forward_change(Windowed(key, Window(start, end)), new, old,
+                                ctx.with_timestamp(timestamp))
+            return
+        self.hand_on(key, start, end, new, old, timestamp, ctx, None)
 
     def _put(self, key: Any, start: int, value: Any, ts: int) -> None:
         self._store.put_with_timestamp(key, value, start, ts)

@@ -16,12 +16,13 @@ from suppress.buffer import serialized_key
 from suppress.config import BufferFullStrategy, Suppressed
 from suppress.entry import RecordContext
 from suppress.final import BucketKeys
+from suppress.final_heap import PartKeys
 from suppress.processor import SuppressProcessor, WindowUpdate
 from suppress.spill import OrderedByteStore, SpillBackend, SpillingBuffer
 from suppress.time import NO_TIMESTAMP
 
 from ..._key_identity import inner_key_identity, key_identity
-from ...serde import time_windowed_parts
+from ...serde import pack_session_bounds, session_windowed_inner, time_windowed_parts
 from ...state.codec import StateCodecError, decode, encode
 from ...windows import LONG_MAX, Window, Windowed
 from ..processor import Entry, ForwardChange, InternalProcessor
@@ -49,6 +50,9 @@ class SuppressNodeProcessor(InternalProcessor):
     :param time_windows: final results of time windows (one window per buffer time): the
         buffer keeps each key as its window and inner key (:class:`WindowParts`), and
         :meth:`window_entry` takes changes that way.
+    :param own_ends: final results of sliding or session windows (nearly every window an
+        end of its own): the buffer keeps each key as ``(inner key, start, end)`` in one heap
+        (:meth:`part_keys`), and :meth:`window_entry` takes changes that way.
 
     **Idle close** (``Suppressed.with_idle_close(idle)``): at every wall-clock advance to
     ``W``, if no record reached this node since the clock last moved, and ``W - W_last >=
@@ -64,7 +68,7 @@ class SuppressNodeProcessor(InternalProcessor):
                  value_serializer: Callable[[Any], bytes | None],
                  buffer_time: Callable[[Any], int] | None,
                  store_name: str | None = None, upstream: str | None = None,
-                 time_windows: bool = False) -> None:
+                 time_windows: bool = False, own_ends: bool = False) -> None:
         self.suppressed = suppressed
         self.delay_ms = delay_ms
         self.key_serializer = key_serializer
@@ -75,12 +79,10 @@ class SuppressNodeProcessor(InternalProcessor):
         self.store_name = store_name
         self._upstream_name = upstream
         self._time_windows = time_windows
+        self._own_ends = own_ends
         self._idle = suppressed.idle_close_ms
         self._seen = 0
         """Records that reached this node (counted only with idle close)."""
-        self.fused_change: ForwardChange | None = None
-        """Set by a fused final-results step that buffers this node's updates itself
-        (:mod:`~topology.runtime.processors.fused_inclusive`): then the change entry."""
 
     def init(self, task: Task) -> None:
         """Create the engine and register it as this node's suppression."""
@@ -89,6 +91,13 @@ class SuppressNodeProcessor(InternalProcessor):
         self.window_parts = (WindowParts(self, inner_identity, own)
                              if self._time_windows and inner_identity is not None else None)
         """How the buffer keeps the keys of time windows (``None``: keys kept whole)."""
+        self.parts_identity: tuple[Callable[[Any], Hashable], type] | None = None
+        """``(identity, own type)`` of the inner keys, when the buffer keeps keys by parts."""
+        part_keys = None
+        if inner_identity is not None and (self._time_windows or self._own_ends):
+            self.parts_identity = (inner_identity, own)
+            if self._own_ends:
+                part_keys = self._part_keys(inner_identity, own)
         self._spills = (self.suppressed.buffer_config.strategy
                         is BufferFullStrategy.SPILL_TO_DISK)
         if self._spills:
@@ -97,7 +106,8 @@ class SuppressNodeProcessor(InternalProcessor):
             self.name, self.suppressed, self.delay_ms, self._emit,
             self.key_serializer, self.value_serializer,  # type: ignore[arg-type]
             debug_metrics=task.debug_metrics, buffer_time_of=self._buffer_time, spill=spill,
-            key_identity=self.key_identity, window_keys=self.window_parts)
+            key_identity=self.key_identity, window_keys=self.window_parts,
+            part_keys=part_keys)
         task.register_suppression(self.name, self.engine, self.engine.metrics,
                                   self.store_name)
         self._dirty: dict[Hashable, Any] = (
@@ -160,22 +170,19 @@ class SuppressNodeProcessor(InternalProcessor):
         """Where a time-windowed aggregation may hand changes by window, if this node takes them.
 
         ``update(time, window, part, identity, new, old, timestamp, context, topic)`` (see
-        :meth:`suppress.processor.SuppressProcessor.window_entry`): for final results of time
-        windows buffered in memory with :attr:`window_parts`, when nothing here needs to see
-        each change (no idle close); else ``None``.
+        :meth:`suppress.processor.SuppressProcessor.window_entry`): for final results buffered
+        in memory by parts (:attr:`parts_identity`), when nothing here needs to see each
+        change (no idle close); else ``None``.
         """
-        if self.window_parts is None or self._spills or self._idle is not None:
+        if self.parts_identity is None or self._spills or self._idle is not None:
             return None
         return self.engine.window_entry()
 
     def change_entry(self) -> ForwardChange:
         """The engine's change entry; :meth:`process_change` when it must see records.
 
-        That is with idle close (records seen). A fused step's :attr:`fused_change` when one
-        took this node's buffer over.
+        That is with idle close (records seen).
         """
-        if self.fused_change is not None:
-            return self.fused_change
         if self._idle is not None:
             return self.process_change
         return self.engine.change_entry()
@@ -255,6 +262,41 @@ class SuppressNodeProcessor(InternalProcessor):
             last = next(image.items(reverse=True), None)
             if last is not None:  # now kept in the buffer's own keyspace: stored once
                 image.delete_range(b"", last[0] + b"\x00")
+
+    def _part_keys(self, inner_identity: Callable[[Any], Hashable], own: type) -> PartKeys:
+        """Keys of sliding or session windows as parts ``(inner key, start, end)``.
+
+        Built and serialized through this node (so that an error is located here); a part's
+        identity is ``(inner identity, start, end)``, a part whose key is of exactly type
+        ``own`` being its own identity.
+        """
+        def part_of(key: Windowed) -> tuple[Any, int, int]:
+            window = key[1]
+            return key[0], window[0], window[1]
+
+        def key_of(part: tuple[Any, int, int]) -> Windowed:
+            key: Windowed = _new_tuple(Windowed, (part[0], _new_tuple(Window, part[1:])))
+            return key
+
+        def identity(part: tuple[Any, int, int]) -> Hashable:
+            key, start, end = part
+            return part if key.__class__ is own else (inner_identity(key), start, end)
+
+        session_inner = session_windowed_inner(self.key_serializer)
+        if session_inner is None:  # sliding windows: the time-windowed layout
+            def key_bytes(part: tuple[Any, int, int]) -> bytes:
+                return self.windowed_key_bytes(*part)
+        else:
+            def key_bytes(part: tuple[Any, int, int]) -> bytes:
+                key, start, end = part
+                data = (session_inner(key) or b"") + pack_session_bounds(end, start)
+                if type(data) is bytes:
+                    return data
+                return self.key_bytes(
+                    _new_tuple(Windowed, (key, _new_tuple(Window, (start, end)))), data)
+
+        # (the functions refer to this node, so that an error raised in them is located here)
+        return PartKeys(part_of, BucketKeys(key_of, key_bytes, identity))
 
     def key_bytes(self, key: Any, data: Any = None) -> bytes:
         """``key``'s bytes, as this suppression's buffer orders it (see ``serialized_key``).

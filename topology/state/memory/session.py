@@ -22,6 +22,7 @@ from ..sessions import (
 
 __all__ = ("InMemorySessionStore",)
 
+_NO_KEY = object()
 _new = tuple.__new__
 """Builds the ``Window``/``Windowed`` named tuples of results without their Python ``__new__``."""
 
@@ -105,6 +106,10 @@ class InMemorySessionStore(SessionQueries):
         assert segment_interval_ms is not None
         self.name = name
         self._key_bytes = key_serializer
+        self._last_key: Any = _NO_KEY
+        self._last_kb = b""
+        """The bytes of the key last serialized, kept for a ``str`` key: a session
+        aggregation queries and writes the same key in a row."""
         self.retention_ms = retention_ms
         self.segment_interval_ms = segment_interval_ms
         """Width (ms) of the end-time segments that expire whole."""
@@ -171,15 +176,24 @@ class InMemorySessionStore(SessionQueries):
             self._check_open()
         self._write(key, start, end, None)
 
-    def _write(self, key: Any, start: int, end: int, aggregate: Any) -> None:
-        if end > self._observed:
-            self._advance(end)
-        if end <= self._observed - self.retention_ms:
-            return
-        self._write_bytes(self._key_bytes(key) or b"", key, start, end, aggregate)
+    def _kb(self, key: Any) -> bytes:
+        """``key``'s bytes (the serializer's, ``b""`` for ``None``)."""
+        if key is self._last_key:
+            return self._last_kb
+        kb = self._key_bytes(key) or b""
+        if key.__class__ is str:  # immutable: the same object has the same bytes
+            self._last_key, self._last_kb = key, kb
+        return kb
 
-    def _write_bytes(self, kb: bytes, key: Any, start: int, end: int, aggregate: Any) -> None:
-        """:meth:`put` of a valid session whose key's bytes are ``kb``, the store open."""
+    def put_session(self, key: Any, start: int, end: int, aggregate: Any) -> None:
+        """``put(Windowed(key, Window(start, end)), aggregate)`` of a valid session.
+
+        ``None`` removes the session.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        if not self.is_open:
+            self._check_open()
         if end > self._observed:
             if end >= self._expires_at:
                 self._advance(end)
@@ -188,6 +202,7 @@ class InMemorySessionStore(SessionQueries):
         if end <= self._observed - self.retention_ms:
             return
         self._written = True
+        kb = self._last_kb if key is self._last_key else self._kb(key)
         entry = self._by_key.get(kb)
         at = (end, start)
         if aggregate is None:
@@ -217,6 +232,8 @@ class InMemorySessionStore(SessionQueries):
             self._segments[segment] = {kb}
         else:
             keys.add(kb)
+
+    _write = put_session  # put() and remove() check their arguments, then write
 
     def _advance(self, observed: int) -> None:
         """Move the stream time to ``observed`` and drop the segments it expires."""
@@ -305,15 +322,6 @@ class InMemorySessionStore(SessionQueries):
             return []
         return self._matching(entry, earliest_end, latest_start)
 
-    def _latest_end(self, kb: bytes) -> int:
-        """The largest end (ms) of a stored session of the key whose bytes are ``kb``.
-
-        ``MIN_TIME`` if it has none. A query ``find_sessions(key, e, ...)`` with ``e`` above
-        it finds nothing (expired sessions included in the bound).
-        """
-        entry = self._by_key.get(kb)
-        return MIN_TIME if entry is None else entry.times[-1][0]
-
     def _matching(self, entry: _Sessions, earliest_end: int | None, latest_start: int | None
                   ) -> list[tuple[Windowed, Any]]:
         """The live sessions of one key's entry within the bounds, by end, then start."""
@@ -342,11 +350,17 @@ class InMemorySessionStore(SessionQueries):
                 out.append((end, start, aggs[i]))
         return out
 
-    def _near(self, kb: bytes, earliest_end: int, latest_start: int
-              ) -> list[tuple[int, int, Any]]:
-        """``find_sessions`` of the key whose bytes are ``kb``, as ``(end, start, aggregate)``."""
-        entry = self._by_key.get(kb)
-        return [] if entry is None else self._bounded(entry, earliest_end, latest_start)
+    def near(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
+        """``find_sessions(key, earliest_end, latest_start)`` as ``(end, start, aggregate)``.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        if not self.is_open:
+            self._check_open()
+        entry = self._by_key.get(self._kb(key))
+        if entry is None or entry.times[-1][0] < earliest_end:  # no session ends late enough
+            return []
+        return self._bounded(entry, earliest_end, latest_start)
 
     def _sessions(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:
         """:meth:`_select` as an iterator, either way."""
