@@ -316,7 +316,7 @@ class SuppressProcessor:
         return process_change
 
     def window_entry(self) -> WindowUpdate:
-        """Where a time-windowed aggregation hands its changes, without building keys.
+        """Where a windowed aggregation hands its changes, without building windowed keys.
 
         ``update(time, window, part, identity, new, old, timestamp, context, topic)`` does what
         :meth:`process_change` does for the key of ``part`` in ``window`` (buffer time

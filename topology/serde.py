@@ -57,7 +57,6 @@ from ._serde_fast import many_deserializer_of as many_deserializer_of
 from ._serde_fast import reads_back_as_written as reads_back_as_written
 from ._serde_fast import round_trip_keeps_of as round_trip_keeps_of
 from ._serde_fast import round_trip_of as round_trip_of
-from ._serde_fast import runs_no_user_code as runs_no_user_code
 from ._windowed_keys import (
     _SESSION_STRUCT,
     _session_windowed_writer,

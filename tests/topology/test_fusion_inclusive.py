@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -95,13 +96,13 @@ ROWS = st.lists(st.tuples(
 
 
 def run(topology: Any, rows: list, windowing: str, *, fuse: bool, debug: bool,
-        bulk: bool = False) -> list:
+        bulk: bool = False, state_dir: Any = None) -> list:
     """Pipe ``rows`` and record everything observable after each one (or the whole batch)."""
     if callable(topology):
         topology = topology()
     config = {"fuse_final_results": fuse, "metrics_recording_level": "DEBUG" if debug else "INFO"}
     steps: list = []
-    with TopologyTestDriver(topology, config) as d:
+    with TopologyTestDriver(topology, config, state_dir=state_dir) as d:
         assert bool(d._task.handing) is fuse
         topic = d.create_input_topic("in")
         out, late = d.create_output_topic("out"), d.create_output_topic("late")
@@ -181,11 +182,78 @@ def test_bulk_handing_equals_forwarding_per_record(rows, windowing, kind, span, 
     first_error = next((step[2] for step in per_record if step[2] is not None), None)
     if first_error is not None and first_error[0] == "TaskFailedError":
         first_error = None
-    if first_error is not None:  # the batch stops at the first failure; compare up to it
+    if first_error is not None:  # the batch stops at the first failure, with its error
+        assert bulk[0][2] == first_error
         return
     assert bulk[0][0] == [r for step in per_record for r in step[0]]
     assert bulk[0][1] == [r for step in per_record for r in step[1]]
     assert bulk[0][3:] == per_record[-1][3:]
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(rows=ROWS, windowing=st.sampled_from(["session", "sliding"]),
+       kind=st.sampled_from(["count", "aggregate"]), span=st.integers(1, 25),
+       grace=st.integers(0, 20), fail_at=st.integers(0, 8),
+       bad_key=st.sampled_from([None, "bad"]))
+def test_handing_equals_forwarding_on_rocksdb(tmp_path_factory, rows, windowing, kind, span,
+                                              grace, fail_at, bad_key) -> None:
+    """With a state directory (RocksDB stores, whose reads and writes serialize keys at other
+    points than in memory), user code and key serdes that raise: the same both ways."""
+    rows = _values_for(kind, rows)
+
+    def topology() -> Any:
+        return build(windowing, kind, span, grace, fail_at=fail_at, bad_key=bad_key)
+
+    handing, forwarding = (
+        run(topology, rows, windowing, fuse=fuse, debug=False,
+            state_dir=tmp_path_factory.mktemp("state"))
+        for fuse in (True, False))
+    assert handing == forwarding
+
+
+@pytest.mark.parametrize("value", [1, BOOM])
+def test_a_refused_key_fails_at_the_same_point_both_ways_on_rocksdb(tmp_path, value) -> None:
+    """A session of a key the serde refuses, whose record moves the store's time: the store
+    expires what it would either way and the error is the forwarding path's (the key's
+    identity is taken after the store wrote it, where forwarding takes it)."""
+    rows = [("b", 1, 0, None), ("bad", value, 100, None)]
+    steps = [run(build("session", "aggregate", 5, 0, bad_key="bad"), rows, "session",
+                 fuse=fuse, debug=False, state_dir=tmp_path / str(fuse))
+             for fuse in (True, False)]
+    assert steps[0] == steps[1]
+    error = steps[0][1][2]
+    assert error is not None and ("aggregator failed" in error[1]) is (value == BOOM), error
+
+
+def test_an_aggregate_of_none_removes_the_session_and_later_records_start_anew(
+        tmp_path) -> None:
+    """A session whose aggregate becomes ``None`` is removed from the store (Kafka); the next
+    record of its key finds no session, both ways, in memory and on RocksDB."""
+    def topology() -> Any:
+        b = StreamsBuilder()
+        (b.stream("in").group_by_key()
+         .windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 0))
+         .aggregate(lambda: 0, lambda k, v, agg: None if v == 0 else (agg or 0) + v,
+                    lambda k, a, c: (a or 0) + (c or 0), Materialized("S"))
+         .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("final"))
+         .to_stream().to("out"))
+        return b.build()
+
+    rows = [("a", 1, 0, None), ("a", 0, 1, None), ("a", 1, 2, None), ("b", 1, 50, None)]
+    for state_dir in (None, "rocksdb"):
+        results = []
+        for fuse in (True, False):
+            with TopologyTestDriver(topology(), {"fuse_final_results": fuse},
+                                    state_dir=None if state_dir is None else
+                                    tmp_path / str(fuse)) as d:
+                topic = d.create_input_topic("in")
+                for key, value, ts, _ in rows:
+                    topic.pipe_input(key, value, ts)
+                results.append([(str(r.key), r.value)
+                                for r in d.create_output_topic("out").read_records_to_list()])
+        # a@1 merges [0, 0] into [0, 1] with the aggregate None: both leave the store, and
+        # a@2 starts a session of its own
+        assert results[0] == results[1] == [("[a@2/2]", 1)], (state_dir, results)
 
 
 def test_handing_of_inclusive_windows_is_switched_with_the_others() -> None:

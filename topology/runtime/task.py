@@ -89,8 +89,7 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
     :param fuse: let each windowed aggregation whose only child is a final-results
         suppression hand its changes straight to the suppression's buffer (same results,
         faster), by window and key, without windowed keys
-        (:meth:`~topology.runtime.processors.aggregate.WindowedAggregateProcessor.hand_changes_to`
-        and its sliding and session twins).
+        (:meth:`~topology.runtime.processors.aggregate.WindowedAggregateBase.hand_changes_to`).
     :param max_feedback_records: the most records one input record may feed back through
         topics the topology reads.
     :param state_dir: where on-disk state lives: ``<state_dir>/<application_id>/0_0`` (spilled

@@ -44,6 +44,7 @@ from .table import log_null_key
 __all__ = ("Merger", "SessionWindowAggregateProcessor")
 
 _new_tuple = tuple.__new__  # the named tuples of values known to be valid
+_UNSET: Any = object()
 
 Merger = Callable[[Any, Any, Any], Any]
 """``merger(key, agg1, agg2)``: the aggregate of two merged sessions."""
@@ -155,34 +156,41 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
                 ctx = context if topic is None else RecordContext(ts, context, topic)
                 late.drop(key, value, ctx, start, end, now - delay, now)
                 return
-            if final is not None:  # handed on: part (key, start, end), buffer time end + 1
-                key_identity = key if key.__class__ is own else identity(key)
+            # handed on: part (key, start, end), buffer time end + 1; the key's identity is
+            # taken after the store wrote it, where forwarding takes it (its serializer may
+            # fail on the key: the same error at the same point either way)
+            key_identity: Any = _UNSET
             if start != ts or end != ts:
                 for found_start, found_end, found_agg in merged:
                     put(key, found_start, found_end, None)
                     old = found_agg if send_old else None
                     if final is None:
-                        forward(key, found_start, found_end, None, old, context, topic)
-                    else:
-                        update(found_end + 1, None, (key, found_start, found_end),
-                               (key_identity, found_start, found_end), None, old, found_end,
-                               context, topic)
+                        forward(key, found_start, found_end, None, old, context)
+                        continue
+                    if key_identity is _UNSET:
+                        key_identity = key if key.__class__ is own else identity(key)
+                    update(found_end + 1, None, (key, found_start, found_end),
+                           (key_identity, found_start, found_end), None, old, found_end,
+                           context, topic)
             agg = agg + 1 if counting else aggregator(key, value, agg)
             put(key, start, end, agg)
             if final is None:
-                forward(key, start, end, agg, None, context, topic)
-            else:
-                part = (key, start, end)
-                update(end + 1, None, part,
-                       part if key_identity is key else (key_identity, start, end), agg, None,
-                       end, context, topic)
+                forward(key, start, end, agg, None, context)
+                return
+            if key_identity is _UNSET:
+                key_identity = key if key.__class__ is own else identity(key)
+            part = (key, start, end)
+            update(end + 1, None, part,
+                   part if key_identity is key else (key_identity, start, end), agg, None, end,
+                   context, topic)
 
         return step
 
-    def _forward(self, key: Any, start: int, end: int, new: Any, old: Any, context: Any,
-                 topic: str | None) -> None:
-        """Forward the change of session ``[start, end]`` (timestamp: its end)."""
-        ctx = context if topic is None else _new_tuple(RecordContext,
-                                                      (end, context, topic, 0, ()))
+    def _forward(self, key: Any, start: int, end: int, new: Any, old: Any,
+                 ctx: RecordContext) -> None:
+        """Forward the change of session ``[start, end]`` (timestamp: its end).
+
+        Only records with a context get here: a raw entry exists only to hand changes on.
+        """
         self.forward_change(_new_tuple(Windowed, (key, _new_tuple(Window, (start, end)))),
                             new, old, ctx.with_timestamp(end))

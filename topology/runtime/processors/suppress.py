@@ -52,7 +52,8 @@ class SuppressNodeProcessor(InternalProcessor):
         :meth:`window_entry` takes changes that way.
     :param own_ends: final results of sliding or session windows (nearly every window an
         end of its own): the buffer keeps each key as ``(inner key, start, end)`` in one heap
-        (:meth:`part_keys`), and :meth:`window_entry` takes changes that way.
+        (:class:`~suppress.final_heap.PartKeys`), and :meth:`window_entry` takes changes that
+        way.
 
     **Idle close** (``Suppressed.with_idle_close(idle)``): at every wall-clock advance to
     ``W``, if no record reached this node since the clock last moved, and ``W - W_last >=
@@ -88,7 +89,7 @@ class SuppressNodeProcessor(InternalProcessor):
         """Create the engine and register it as this node's suppression."""
         spill = None
         inner_identity, own = inner_key_identity(self.key_serializer)
-        self.window_parts = (WindowParts(self, inner_identity, own)
+        self.window_parts = (WindowParts(self, inner_identity)
                              if self._time_windows and inner_identity is not None else None)
         """How the buffer keeps the keys of time windows (``None``: keys kept whole)."""
         self.parts_identity: tuple[Callable[[Any], Hashable], type] | None = None
@@ -167,7 +168,7 @@ class SuppressNodeProcessor(InternalProcessor):
         return SpillBackend(open_store, commit, encode_spilled, decode)
 
     def window_entry(self) -> WindowUpdate | None:
-        """Where a time-windowed aggregation may hand changes by window, if this node takes them.
+        """Where a windowed aggregation may hand changes by window, if this node takes them.
 
         ``update(time, window, part, identity, new, old, timestamp, context, topic)`` (see
         :meth:`suppress.processor.SuppressProcessor.window_entry`): for final results buffered
@@ -354,19 +355,18 @@ class WindowParts:
     """The keys of time windows as the final-results buffer keeps them: window and inner key.
 
     Built and serialized through the node (so that an error is located there), identified
-    by the inner key's identity (:attr:`inner_identity`; a key of type :attr:`own_identity`
-    is its own). Only for the windowed layouts built here, whose inner keys' identity is
-    known (:func:`~topology._key_identity.inner_key_identity`).
+    by the inner key's identity (:attr:`inner_identity`). Only for the windowed layouts built
+    here, whose inner keys' identity is known
+    (:func:`~topology._key_identity.inner_key_identity`).
 
     A window whose end was capped at the largest timestamp (``time_window_end``) shares that
     buffer time with the other capped windows: its keys are kept whole.
     """
 
     def __init__(self, node: SuppressNodeProcessor,
-                 inner_identity: Callable[[Any], Hashable], own_identity: type) -> None:
+                 inner_identity: Callable[[Any], Hashable]) -> None:
         self._node = node
         self.inner_identity = inner_identity
-        self.own_identity = own_identity
 
     def split(self, key: Any) -> tuple[Window | None, Any]:
         """``(window, inner key)`` of a windowed key; ``(None, key)`` for a capped window."""

@@ -358,8 +358,8 @@ class InMemorySessionStore(SessionQueries):
         if not self.is_open:
             self._check_open()
         entry = self._by_key.get(self._kb(key))
-        if entry is None or entry.times[-1][0] < earliest_end:  # no session ends late enough
-            return []
+        if entry is None or not entry.times or entry.times[-1][0] < earliest_end:
+            return []  # no session of the key ends late enough
         return self._bounded(entry, earliest_end, latest_start)
 
     def _sessions(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:

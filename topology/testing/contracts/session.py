@@ -27,7 +27,9 @@ def _s(key: str, start: int, end: int) -> Windowed:
 def check_session_store(factory: SessionStoreFactory, order: ScanOrder = "memory") -> None:
     """Run every session-store contract check on fresh stores from ``factory``.
 
-    Checks: put/fetch_session/remove and ``None`` aggregates as removes; ``find_sessions``
+    Checks: put/fetch_session/remove and ``None`` aggregates as removes; ``near`` and
+    ``put_session`` (an aggregation's reads and writes) as ``find_sessions`` and ``put``;
+    ``find_sessions``
     with both time bounds inclusive (``end >= earliest_session_end``, ``start <=
     latest_session_start``) for one key and for key ranges, ``None`` bounds open; one key's
     sessions by end, then start; key-range queries and ``all`` in the ``order`` of the
@@ -45,6 +47,7 @@ def check_session_store(factory: SessionStoreFactory, order: ScanOrder = "memory
     order = check_scan_order(order)
     _basic(factory(1_000))
     _find(factory(1_000))
+    _near(factory(1_000))
     _iteration(factory(1_000), order)
     _iteration(factory(200_000), order, 100_000)  # segments of 100 s: two of them
     _refusals(factory(1_000))
@@ -55,7 +58,8 @@ def check_session_store(factory: SessionStoreFactory, order: ScanOrder = "memory
         ("find_sessions", ("a", "b", 0, 10)), ("backward_find_sessions", ("a", 0, 10)),
         ("backward_find_sessions", (None, None, None, None)), ("fetch", ("a",)),
         ("fetch", (None, None)), ("backward_fetch", ("a",)), ("backward_fetch", ("a", "b")),
-        ("all", ()), ("backward_all", ()),
+        ("all", ()), ("backward_all", ()), ("near", ("a", 0, 10)),
+        ("put_session", ("a", 0, 0, 1)),
     ])
 
 
@@ -74,6 +78,24 @@ def _basic(store: Any) -> None:
     store.put(_s("a", 3, 3), None)
     expect(store.fetch_session("a", 3, 3) is None, "putting None removes the session")
     expect(list(store.fetch("a")) == [], "nothing left")
+    expect(store.near("a", 0, 10) == [], "near of a key whose sessions were all removed")
+
+
+def _near(store: Any) -> None:
+    """``near`` and ``put_session``, an aggregation's view: ``find_sessions`` and ``put``."""
+    for key, start, end, agg in [("k", 0, 5, "x"), ("k", 10, 20, "y"), ("k", 30, 30, "z"),
+                                 ("k", -50, 200, "long"), ("j", 10, 20, "other key")]:
+        store.put_session(key, start, end, agg)
+        expect(store.fetch_session(key, start, end) == agg, "put_session stores as put does")
+    for earliest, latest in [(5, 10), (6, 9), (0, 100), (21, 29), (31, 100), (40, 0),
+                             (201, 300), (-(2**63), 2**63 - 1)]:
+        want = [(w.window.end, w.window.start, agg)
+                for w, agg in store.find_sessions("k", earliest, latest)]
+        got = store.near("k", earliest, latest)
+        expect(got == want, f"near('k', {earliest}, {latest}) gives {want}, not {got}")
+    expect(store.near("absent", 0, 10) == [], "near of a key without sessions")
+    store.put_session("k", 10, 20, None)
+    expect(store.fetch_session("k", 10, 20) is None, "put_session of None removes a session")
 
 
 def _find(store: Any) -> None:
