@@ -209,10 +209,11 @@ TestFinalBufferMachine = FinalBufferMachine.TestCase
 TestWindowBufferMachine = WindowBufferMachine.TestCase
 TestHeapBufferMachine = HeapBufferMachine.TestCase
 TestPartHeapBufferMachine = PartHeapBufferMachine.TestCase
-for machine in (TestBufferMachine, TestFinalBufferMachine, TestWindowBufferMachine,
-                TestHeapBufferMachine, TestPartHeapBufferMachine):
-    machine.settings = settings(max_examples=examples(150), stateful_step_count=40,
-                                deadline=None)
+for _machine in (TestBufferMachine, TestFinalBufferMachine, TestWindowBufferMachine,
+                 TestHeapBufferMachine, TestPartHeapBufferMachine):
+    _machine.settings = settings(max_examples=examples(150), stateful_step_count=40,
+                                 deadline=None)
+del _machine  # a module-level TestCase name would be collected once more
 
 
 def _heap(key_serializer, value_serializer, track_bytes=False):
