@@ -21,7 +21,7 @@ Physically, sessions are dropped a segment of end times at a time (see
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from ..windows import Window, Windowed
@@ -192,7 +192,8 @@ class SessionQueries(ABC):
 
     # -- what a session aggregation reads and writes: sessions as plain numbers --------------
 
-    def near(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
+    def near(self, key: Any, earliest_end: int, latest_start: int
+             ) -> Sequence[tuple[int, int, Any]]:
         """``find_sessions(key, earliest_end, latest_start)`` as ``(end, start, aggregate)``.
 
         The same sessions in the same order, without windowed keys (ms, both bounds

@@ -135,7 +135,7 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
                 self.stream_time = ts
             now = self.stream_time
             start = end = ts
-            merged = []
+            merged = None  # the open sessions near, when there are any
             agg = 0 if counting else initializer()
             closed = last_closed_end(delay, now)  # a session with end + 1 <= closed is closed
             earliest, latest = ts - gap, ts + gap
@@ -146,6 +146,8 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
             for found_end, found_start, found_agg in near(key, earliest, latest):
                 if found_end + 1 <= closed:
                     continue  # its final result is due or out: it takes no more records
+                if merged is None:
+                    merged = []
                 merged.append((found_start, found_end, found_agg))
                 agg = merger(key, agg, found_agg)
                 if found_start < start:
@@ -160,7 +162,7 @@ class SessionWindowAggregateProcessor(WindowedAggregateBase):
             # taken after the store wrote it, where forwarding takes it (its serializer may
             # fail on the key: the same error at the same point either way)
             key_identity: Any = _UNSET
-            if start != ts or end != ts:
+            if merged is not None and (start != ts or end != ts):
                 for found_start, found_end, found_agg in merged:
                     put(key, found_start, found_end, None)
                     old = found_agg if send_old else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -350,7 +350,8 @@ class InMemorySessionStore(SessionQueries):
                 out.append((end, start, aggs[i]))
         return out
 
-    def near(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
+    def near(self, key: Any, earliest_end: int, latest_start: int
+             ) -> Sequence[tuple[int, int, Any]]:
         """``find_sessions(key, earliest_end, latest_start)`` as ``(end, start, aggregate)``.
 
         :raises StoreClosedError: the store is closed.
@@ -359,7 +360,7 @@ class InMemorySessionStore(SessionQueries):
             self._check_open()
         entry = self._by_key.get(self._kb(key))
         if entry is None or not entry.times or entry.times[-1][0] < earliest_end:
-            return []  # no session of the key ends late enough
+            return ()  # no session of the key ends late enough (and nothing allocated)
         return self._bounded(entry, earliest_end, latest_start)
 
     def _sessions(self, query: SessionQuery, reverse: bool) -> Iterator[tuple[Windowed, Any]]:

@@ -78,7 +78,7 @@ def _basic(store: Any) -> None:
     store.put(_s("a", 3, 3), None)
     expect(store.fetch_session("a", 3, 3) is None, "putting None removes the session")
     expect(list(store.fetch("a")) == [], "nothing left")
-    expect(store.near("a", 0, 10) == [], "near of a key whose sessions were all removed")
+    expect(list(store.near("a", 0, 10)) == [], "near of a key whose sessions were all removed")
 
 
 def _near(store: Any) -> None:
@@ -91,9 +91,9 @@ def _near(store: Any) -> None:
                              (201, 300), (-(2**63), 2**63 - 1)]:
         want = [(w.window.end, w.window.start, agg)
                 for w, agg in store.find_sessions("k", earliest, latest)]
-        got = store.near("k", earliest, latest)
+        got = list(store.near("k", earliest, latest))
         expect(got == want, f"near('k', {earliest}, {latest}) gives {want}, not {got}")
-    expect(store.near("absent", 0, 10) == [], "near of a key without sessions")
+    expect(list(store.near("absent", 0, 10)) == [], "near of a key without sessions")
     store.put_session("k", 10, 20, None)
     expect(store.fetch_session("k", 10, 20) is None, "put_session of None removes a session")
 
