@@ -92,26 +92,3 @@ def batches(rows: Sequence[Row], n: int) -> list[Sequence[Row]]:
 def out_of_order(rng: random.Random, n: int, spread: int, jitter: int) -> list[int]:
     """n timestamps rising by about spread/n, each moved back by up to jitter ms."""
     return [max(0, i * spread // n - rng.randrange(jitter + 1)) for i in range(n)]
-
-
-class DictRows:
-    """A batched processor's map state of rows (``RowMap``), in a dict: Spark's ``MapState``
-    as the processors call it, counting the reads and the writes."""
-
-    def __init__(self) -> None:
-        self.entries: dict[bytes, bytes] = {}
-        self.reads = self.writes = 0
-
-    def getValue(self, key: tuple[bytes]) -> tuple[bytes] | None:  # noqa: N802 - Spark's
-        self.reads += 1
-        row = self.entries.get(key[0])
-        return None if row is None else (row,)
-
-    def updateValue(self, key: tuple[bytes], value: tuple[bytes]) -> None:  # noqa: N802
-        assert type(key[0]) is bytes and type(value[0]) is bytes
-        self.writes += 1
-        self.entries[key[0]] = value[0]
-
-    def removeKey(self, key: tuple[bytes]) -> None:  # noqa: N802
-        self.writes += 1
-        self.entries.pop(key[0], None)

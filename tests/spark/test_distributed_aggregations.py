@@ -12,20 +12,16 @@ the driver's, out-of-order input included.
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
-from pyspark import cloudpickle
 
 from suppress import BufferConfig, BufferFullError, Suppressed
 from suppress.entry import RecordContext
@@ -39,20 +35,11 @@ from topology import (
     Topology,
 )
 from topology.spark import DistributedRunner, sinks
-from topology.spark import _aggregations as aggregations
-from topology.spark._aggregations import (
-    _STATE as _AGGREGATION_STATE,
-)
-from topology.spark._aggregations import (
-    AggregationBucket,
-    BatchedAggregationProcessor,
-    buckets,
-)
+from topology.spark._aggregations import AggregationBucket, buckets
 from topology.spark._compile import compile_topology
-from topology.spark._stages import save_bucket
 from topology.state.codec import decode, encode
 
-from .helpers import DictRows, Row, batches, driver_run, kafka_table
+from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
 S = Serdes.string()
@@ -177,14 +164,12 @@ def bucket_run(topology: Topology, parts: list[list[Row]]) -> tuple[list[Any], C
     assert spec is not None
     n_buckets = 1 if buckets(spec) == 1 else 3
     states: dict[int, bytes | None] = {}
-    maps: dict[int, DictRows] = {}
     watermark = 0
     out: list[Any] = []
     drops: Counter[str] = Counter()
 
     def call(bucket_id: int, rows: list[tuple[Row, int]]) -> None:
-        bucket = AggregationBucket(spec, plan.post, states.get(bucket_id), watermark,
-                                   maps.setdefault(bucket_id, DictRows()))
+        bucket = AggregationBucket(spec, plan.post, states.get(bucket_id), watermark)
         for (_, key, value, ts), before in rows:
             bucket.advance(before)
             bucket.process(None if key is None else key.decode(),
@@ -373,35 +358,27 @@ def test_a_rate_limited_count_leaves_when_the_time_passes_its_limit() -> None:
     assert got == expected
 
 
-@pytest.mark.parametrize("legacy", [
-    [("a", 2, 5), ("b", 7, 6)],  # one list of rows (the first releases)
-    {b"a": encode(("a", 2, 5)), b"b": encode(("b", 7, 6))},  # rows filed by key bytes
-], ids=["list", "filed"])
-def test_running_totals_are_an_entry_per_key_and_moved_from_an_earlier_release(
-        legacy: Any) -> None:
-    """Without windows each key's aggregate is an entry of its own in the map state; a call
-    reads and writes only its records' keys, and writes an entry only if it changed. The
-    rows an earlier release kept in the state value move into the map; the value then holds
-    the buffer alone."""
+def test_running_totals_are_filed_per_key_and_read_from_an_earlier_release() -> None:
+    """Without windows each key's aggregate is filed on its own; a call decodes and writes
+    again only its records' keys. A bucket saved as one list (earlier releases) is read."""
     plan = compile_topology(windowed_clicks("count", "none", suppressed=None))
     spec = plan.batched
     assert spec is not None
-    rows = DictRows()
-    bucket = AggregationBucket(spec, plan.post, encode((legacy, [])), 0, rows)
+    legacy = encode(([("a", 2, 5), ("b", 7, 6)], []))
+    bucket = AggregationBucket(spec, plan.post, legacy, 0)
     bucket.process("a", "/x", RecordContext(9, -1, "clicks", 0, ()))
     assert [(k, v, ts) for _, k, v, ts, _ in bucket.take()] == [("a", 3, 9)]
-    assert bucket.state() is None  # no buffer: nothing else to keep
-    assert {kb: decode(row) for kb, row in rows.entries.items()} == {
+    state = bucket.state()
+    assert state is not None
+    filed, buffered = decode(state)
+    assert buffered == []
+    assert {kb: decode(held) for kb, held in filed.items()} == {
         b"a": ("a", 3, 9), b"b": ("b", 7, 6)}
-    before = dict(rows.entries)
-    rows.reads = rows.writes = 0
-    again = AggregationBucket(spec, plan.post, None, 0, rows)
+    again = AggregationBucket(spec, plan.post, state, 0)
     again.process("c", "/y", RecordContext(10, -1, "clicks", 0, ()))
-    again.process("c", "/y", RecordContext(11, -1, "clicks", 0, ()))
-    assert again.state() is None
-    assert (rows.reads, rows.writes) == (1, 1)  # c read once, written once; a, b untouched
-    assert rows.entries[b"a"] == before[b"a"] and rows.entries[b"b"] == before[b"b"]
-    assert decode(rows.entries[b"c"]) == ("c", 2, 11)
+    refiled, _ = decode(again.state())  # type: ignore[arg-type]
+    assert refiled[b"a"] == filed[b"a"] and refiled[b"b"] == filed[b"b"]  # untouched
+    assert decode(refiled[b"c"]) == ("c", 1, 10)
 
 
 @pytest.mark.parametrize(("windows", "suppression"), [("none", "every-update"),
@@ -418,93 +395,3 @@ def test_updates_on_spark_give_the_driver_records(rocksdb_state: Any, tmp_path: 
     assert len(expected) > 50
     assert as_multiset(got) == as_multiset(expected)
     assert runner.metrics()["records-out-total"] == len(expected)
-
-
-def test_spark_state_store_holds_a_row_per_key_of_a_running_total(rocksdb_state: Any,
-                                                                   tmp_path: Path) -> None:
-    """The aggregates of a Python-run aggregation without windows are an entry per key in
-    Spark's own state store (read back through Spark's state data source), each the state
-    codec's bytes of the key's latest ``(key, aggregate, timestamp)``."""
-    data = click_rows(seed=13)
-    topology = windowed_clicks("count", "none", suppressed=SUPPRESSIONS["every-update"])
-    got, runner = run(rocksdb_state, tmp_path, topology, [list(p) for p in batches(data, 3)])
-    expected = driver_records(windowed_clicks("count", "none",
-                                              suppressed=SUPPRESSIONS["every-update"]),
-                              data, "out")
-    assert as_multiset(got) == as_multiset(expected)
-    latest = {r.key: r.value for r in expected}
-    state = (rocksdb_state.read.format("statestore")
-             .option("stateVarName", "rows_by_key").load(runner.checkpoint_dir)
-             .select("user_map_key.kb", "user_map_value.row").collect())
-    rows = {bytes(kb): decode(bytes(row)) for kb, row in state}
-    assert len(state) == len(rows) == len(latest) > 5  # one row per key, no key twice
-    assert {kb.decode(): (key, value) for kb, (key, value, _) in rows.items()} == {
-        key: (key, value) for key, value in latest.items()}
-
-
-class _FiledInOneValue(BatchedAggregationProcessor):
-    """The batched aggregation as an earlier release kept a bucket: without its map state,
-    every key's aggregate filed inside the bucket's one state value."""
-
-    def init(self, handle: Any) -> None:
-        self._handle = handle
-        self._state = handle.getValueState("windows", _AGGREGATION_STATE)
-
-    def _restore(self, stream_time: int) -> AggregationBucket:
-        held = self._state.get()
-        filed, buffered = ({}, []) if held is None else decode(held[0])
-        self._filed = DictRows()
-        self._filed.entries = dict(filed)
-        return AggregationBucket(self._spec, self._post, encode((None, buffered)),
-                                 stream_time, self._filed)
-
-    def _save(self, bucket: AggregationBucket) -> None:
-        rest = bucket.state()  # writes the rows into self._filed
-        buffered = [] if rest is None else decode(rest)[1]
-        filed = self._filed.entries
-        save_bucket(self._handle, self._state,
-                    encode((filed, buffered)) if filed or buffered else None, bucket.due())
-
-
-def test_a_checkpoint_of_an_earlier_release_moves_its_rows_into_the_map_state(
-        rocksdb_state: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A query whose buckets kept the aggregates in one state value (an earlier release)
-    restarts on the same checkpoint: Spark takes the added map state, the rows move into it
-    on each bucket's first call, and the totals go on from where they were."""
-    data = click_rows(seed=13)
-    first, second = data[:len(data) // 2], data[len(data) // 2:]
-    topology = windowed_clicks("count", "none", suppressed=SUPPRESSIONS["every-update"])
-    module = sys.modules[__name__]
-    for by_value in (module, sys.modules[DictRows.__module__]):  # Spark's workers unpickle it
-        cloudpickle.register_pickle_by_value(by_value)
-    try:
-        with monkeypatch.context() as patched:
-            patched.setattr(aggregations, "BatchedAggregationProcessor", _FiledInOneValue)
-            got_first, runner = run(rocksdb_state, tmp_path, topology, [first])
-    finally:
-        for by_value in (module, sys.modules[DictRows.__module__]):
-            cloudpickle.unregister_pickle_by_value(by_value)
-    values = (rocksdb_state.read.format("statestore").option("stateVarName", "windows")
-              .load(runner.checkpoint_dir).select("value.windows").collect())
-    filed = [decode(bytes(v))[0] for (v,) in values]
-    assert filed and all(isinstance(rows, dict) and rows for rows in filed)  # the old form
-    staged = tmp_path / ".second.parquet"
-    pq.write_table(kafka_table(second), staged)
-    os.utime(staged, (2_000_000, 2_000_000))
-    os.rename(staged, tmp_path / "in" / "part-9.parquet")
-    out = sinks.memory()
-    again = DistributedRunner(
-        windowed_clicks("count", "none", suppressed=SUPPRESSIONS["every-update"]),
-        sources={"clicks": stream_of(rocksdb_state, tmp_path / "in")}, sinks={"out": out},
-        checkpoint_dir=runner.checkpoint_dir)
-    again.run_available()
-    expected = driver_records(
-        windowed_clicks("count", "none", suppressed=SUPPRESSIONS["every-update"]), data, "out")
-    assert as_multiset(got_first + out.read_records_to_list()) == as_multiset(expected)
-    state = (rocksdb_state.read.format("statestore")
-             .option("stateVarName", "rows_by_key").load(runner.checkpoint_dir)
-             .select("user_map_key.kb").collect())
-    assert len(state) == len({r.key for r in expected})
-    values = (rocksdb_state.read.format("statestore").option("stateVarName", "windows")
-              .load(runner.checkpoint_dir).select("value.windows").collect())
-    assert all(decode(bytes(v))[0] is None for (v,) in values)  # the rows left the value

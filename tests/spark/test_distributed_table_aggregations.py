@@ -29,9 +29,8 @@ from topology.spark import DistributedRunner, UnsupportedTopologyError, sinks
 from topology.spark._aggregations import AggregationBucket, buckets
 from topology.spark._compile import compile_topology
 from topology.spark._regroup import Regrouping
-from topology.state.codec import decode, encode
 
-from .helpers import DictRows, Row, batches, driver_run, kafka_table
+from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
 S = Serdes.string()
@@ -69,16 +68,14 @@ def regroup_run(topology: Topology, parts: list[list[Row]]
     plan = compile_topology(topology)
     spec, regroup = plan.batched, plan.regroup
     assert spec is not None and regroup is not None and buckets(spec) > 1
-    rows_state: dict[int, DictRows] = {}
+    rows_state: dict[int, bytes | None] = {}
     agg_state: dict[int, bytes | None] = {}
-    agg_rows: dict[int, DictRows] = {}
     watermark = 0
     out: list[Any] = []
     drops: Counter[str] = Counter()
 
     def aggregate(bucket_id: int, changes: list[tuple[Any, ...]]) -> None:
-        bucket = AggregationBucket(spec, plan.post, agg_state.get(bucket_id), watermark,
-                                   agg_rows.setdefault(bucket_id, DictRows()))
+        bucket = AggregationBucket(spec, plan.post, agg_state.get(bucket_id), watermark)
         for key, change, ts, headers, _, before, topic in sorted(changes, key=lambda c: c[4]):
             bucket.advance(before)
             bucket.process(key, change, RecordContext(ts, -1, topic, 0, headers))
@@ -95,13 +92,12 @@ def regroup_run(topology: Topology, parts: list[list[Row]]
             seen = max(seen, row[3])
         packs: dict[int, list[tuple[Any, ...]]] = {}
         for bucket_id, records in sorted(by_bucket.items()):
-            regrouping = Regrouping(regroup, rows_state.setdefault(bucket_id, DictRows()), None,
-                                    spec.key_serializer, 2)
+            regrouping = Regrouping(regroup, rows_state.get(bucket_id), spec.key_serializer, 2)
             for (_, key, value, ts), seq, before in records:
                 regrouping.process(None if key is None else key.decode(),
                                    None if value is None else value.decode(),
                                    RecordContext(ts, -1, TOPIC, 0, ()), seq, before)
-            regrouping.save()
+            rows_state[bucket_id] = regrouping.state()
             drops.update(regrouping.host.metrics.dropped)
             for target, changes in regrouping.packs.items():
                 packs.setdefault(target, []).extend(changes)
@@ -203,38 +199,3 @@ def test_a_table_aggregation_on_a_table_read_elsewhere_is_refused(tmp_path: Path
     with pytest.raises(UnsupportedTopologyError, match=r"KTABLE-AGGREGATE-\d+.*group_by"):
         DistributedRunner(_table_read_twice(), sources={}, sinks={"out": sinks.memory()},
                           checkpoint_dir=str(tmp_path), ignore_topics=["copy"])
-
-
-def test_a_row_that_did_not_change_is_not_written_and_a_deleted_one_is_removed() -> None:
-    """A table aggregation's rows: a record that leaves a row as it was writes nothing; a
-    tombstone removes the key's entry."""
-    plan = compile_topology(balances("count"))
-    spec, regroup = plan.batched, plan.regroup
-    assert spec is not None and regroup is not None
-    rows = DictRows()
-    first = Regrouping(regroup, rows, None, spec.key_serializer, 2)
-    first.process("acct-1", "eu:5", RecordContext(1, -1, TOPIC, 0, ()), 0, -1)
-    first.save()
-    assert set(rows.entries) == {b"acct-1"}
-    rows.reads = rows.writes = 0
-    second = Regrouping(regroup, rows, None, spec.key_serializer, 2)
-    second.process("acct-2", "us:3", RecordContext(2, -1, TOPIC, 0, ()), 1, 1)
-    second.process("acct-1", None, RecordContext(3, -1, TOPIC, 0, ()), 2, 2)
-    second.save()
-    assert set(rows.entries) == {b"acct-2"}
-    assert (rows.reads, rows.writes) == (2, 2)
-
-
-def test_table_rows_an_earlier_release_kept_in_the_state_value_move_into_the_map() -> None:
-    plan = compile_topology(balances("count"))
-    spec, regroup = plan.batched, plan.regroup
-    assert spec is not None and regroup is not None
-    rows = DictRows()
-    legacy = encode({b"acct-1": encode(("acct-1", "eu:5", 1))})
-    regrouping = Regrouping(regroup, rows, legacy, spec.key_serializer, 2)
-    regrouping.process("acct-1", "us:5", RecordContext(2, -1, TOPIC, 0, ()), 0, 1)
-    regrouping.save()
-    assert decode(rows.entries[b"acct-1"]) == ("acct-1", "us:5", 2)
-    changes = [(key, tuple(change)) for pack in regrouping.packs.values()
-               for key, change, *_ in pack]
-    assert sorted(changes) == [("eu", (None, 5)), ("us", (5, None))]  # the old row was read

@@ -9,13 +9,12 @@ for a rate-limited table (:mod:`topology.spark._time_limit`), keys are grouped i
 by a hash of their bytes (:func:`buckets`: :data:`BUCKETS`, or one for a bounded buffer,
 whose bound is the whole buffer's as in a task; a null key goes to bucket 0, where the
 aggregation drops and counts it): one call handles every record of a bucket in a
-micro-batch. The state is the state codec's bytes, never pickle. Without windows every
-key's aggregate is kept as an entry of its own in the bucket's map state (Spark's state
-store holds a row per key, :class:`~topology.spark._stages.KeyedRows`): a call reads and
-writes only the aggregates of the keys its records name, and writes one only if it
-changed, so its cost follows its records, not the keys the bucket holds. The rest is one
-state value, read once and written once: the windows its keys may still update (with
-windows), and the suppression's buffer.
+micro-batch, and the bucket's whole state is one state value (the state codec's bytes,
+never pickle), read once and written once: the aggregates its keys may still update, and
+the suppression's buffer. Without windows every key's aggregate is kept, each encoded on
+its own and filed under the key's bytes: a call decodes and encodes again only the
+aggregates of the keys its records name, so its cost follows its records, not the keys
+the bucket holds.
 
 Inside a call the library's own parts do the work, as in a task: the topology's
 aggregation on the topology's in-memory store (the state restored into it), feeding the
@@ -60,14 +59,10 @@ from ..windows import Window, Windowed
 from ._compile import BatchedAggregationSpec, ChainSpec
 from ._stages import (
     BUCKETS,
-    ROW_KEY,
-    ROW_VALUE,
-    ROWS_BY_KEY,
     BucketHost,
     Chain,
-    KeyedRows,
+    FiledRows,
     Out,
-    RowMap,
     drop_counts,
     drop_frame,
     outputs_frame,
@@ -94,13 +89,10 @@ class AggregationBucket:
 
     :param state: the bucket's state value as :meth:`state` wrote it, or ``None``.
     :param stream_time: the stream time when the call starts (Spark's watermark), in ms.
-    :param rows: without windows, the bucket's map state of aggregates, one entry per key
-        (:class:`~topology.spark._stages.KeyedRows`); aggregates an earlier release kept in
-        the state value move there.
     """
 
     def __init__(self, spec: BatchedAggregationSpec, post: ChainSpec, state: bytes | None,
-                 stream_time: int, rows: RowMap) -> None:
+                 stream_time: int) -> None:
         self._spec = spec
         self.chain = chain = Chain(post)
         self.host = host = BucketHost(spec.store, spec.store_factory)
@@ -126,9 +118,9 @@ class AggregationBucket:
         self.aggregate = aggregate
         self._windowed = spec.kind != "none"
         held, buffered = (None, []) if state is None else decode(state)
-        self._rows = None if self._windowed else KeyedRows(self._store, spec.key_serializer,
-                                                          rows, held)
-        """Without windows: each key's aggregate, an entry of its own (module docstring)."""
+        self._rows = None if self._windowed else FiledRows(self._store, spec.key_serializer,
+                                                          held)
+        """Without windows: each key's aggregate, filed by key (see the module docstring)."""
         if self._windowed and held is not None:
             self._restore(held)
         if self.engine is not None:
@@ -169,17 +161,12 @@ class AggregationBucket:
         self.aggregate.process(key, value, ctx)
 
     def state(self) -> bytes | None:
-        """The bucket's state value: the windows a record may still update, the buffer.
+        """The bucket's state value: the aggregates a record may still update, the buffer.
 
-        Without windows the aggregates are written to their map state here, each key's
-        entry only if it changed, and the value holds the buffer alone. ``None`` when
-        nothing is kept.
+        Without windows the aggregates are filed by key bytes (see the module docstring).
+        ``None`` when nothing is kept.
         """
-        held = None
-        if self._rows is None:
-            held = self._windows()
-        else:
-            self._rows.save()
+        held = self._windows() if self._rows is None else self._rows.filed()
         buffered = [] if self.engine is None else [
             (e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in self.engine.buffer]
         if not held and not buffered:
@@ -243,12 +230,11 @@ class BatchedAggregationProcessor(StatefulProcessor):
         """Open the bucket's state: aggregates and buffer."""
         self._handle = handle
         self._state = handle.getValueState("windows", _STATE)
-        self._rows = handle.getMapState(ROWS_BY_KEY, ROW_KEY, ROW_VALUE)
 
     def _restore(self, stream_time: int) -> AggregationBucket:
-        held = self._state.get()  # None when absent
+        held = self._state.get() if self._state.exists() else None
         return AggregationBucket(self._spec, self._post, None if held is None else held[0],
-                                 stream_time, self._rows)
+                                 stream_time)
 
     def _save(self, bucket: AggregationBucket) -> None:
         save_bucket(self._handle, self._state, bucket.state(), bucket.due())

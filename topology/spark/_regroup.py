@@ -1,21 +1,22 @@
 """A table's ``group_by`` as a batched ``transformWithStateInPandas`` processor.
 
-A table aggregation (``b.table(topic).group_by(selector).count()``, ``reduce``, ``aggregate``)
-keeps two states keyed differently: the table's latest row per key, and the aggregate per new
-key. In a task the re-grouped changes travel through a repartition topic between the two; here
-they travel between two batched processors of one query. This one is the first: the table's keys
-are grouped into :data:`BUCKETS` buckets by a hash of their bytes, the records reach it packed
-(:func:`~topology.spark._stages.packed_frame`), and each row is an entry of its own in the
-bucket's map state, under its key's bytes (the state codec's bytes, never pickle;
-:class:`~topology.spark._stages.KeyedRows`): a call reads and writes only the rows of its
-records' keys, so Spark's state store holds a row per key. Inside a call the topology's own
-table source (on the in-memory store the driver uses) and ``group_by`` node turn each record, in
-arrival order, into the subtraction of its old row's pair and the addition of its new row's pair
-(one change when both have the same new key), as a task does. Those changes leave packed per
-bucket of the aggregation (:mod:`topology.spark._aggregations`), each with the position and the
-stream time of the record it came from, so that the aggregation handles them in arrival order
-with the task's time. The selector's drops (a pair with a ``None`` key or value) leave as
-:data:`~topology.spark._compile.DROPS` rows.
+A table aggregation (``b.table(topic).group_by(selector).count()``, ``reduce``,
+``aggregate``) keeps two states keyed differently: the table's latest row per key, and the
+aggregate per new key. In a task the re-grouped changes travel through a repartition topic
+between the two; here they travel between two batched processors of one query. This one is
+the first: the table's keys are grouped into :data:`BUCKETS` buckets by a hash of their
+bytes, the records reach it packed (:func:`~topology.spark._stages.packed_frame`), and a
+bucket's rows are one state value (the state codec's bytes, never pickle), read
+once and written once per call, each row encoded on its own and filed under its key's bytes
+(:class:`~topology.spark._stages.FiledRows`): a call decodes and encodes again only the
+rows of its records' keys. Inside a call the topology's own table source (on the
+in-memory store the driver uses) and ``group_by`` node turn each record, in arrival order,
+into the subtraction of its old row's pair and the addition of its new row's pair (one
+change when both have the same new key), as a task does. Those changes leave packed per
+bucket of the aggregation (:mod:`topology.spark._aggregations`), each with the position
+and the stream time of the record it came from, so that the aggregation handles them in
+arrival order with the task's time. The selector's drops (a pair with a ``None`` key or
+value) leave as :data:`~topology.spark._compile.DROPS` rows.
 """
 
 from __future__ import annotations
@@ -32,21 +33,9 @@ from suppress.entry import RecordContext
 
 from ..record import Change
 from ..runtime.processor import Entry
-from ..state.codec import decode
+from ..state.codec import decode, encode
 from ._compile import RegroupSpec
-from ._stages import (
-    BUCKETS,
-    ROW_KEY,
-    ROW_VALUE,
-    ROWS_BY_KEY,
-    BucketHost,
-    KeyedRows,
-    RowMap,
-    drop_counts,
-    drop_frame,
-    pack_rows,
-    unpacked,
-)
+from ._stages import BUCKETS, BucketHost, FiledRows, drop_counts, drop_frame, pack_rows, unpacked
 
 __all__ = ("BUCKETS", "Regrouping", "RegroupProcessor")
 
@@ -60,22 +49,20 @@ seq, st, topic)`` (see :func:`~topology.spark._stages.packed_frame`)."""
 class Regrouping:
     """One call's work on one bucket of the table: its rows restored, records in, changes out.
 
-    :param rows: the bucket's map state of table rows, one entry per key.
-    :param legacy: the bucket's state value as an earlier release wrote it (its rows), or
-        ``None``; its rows move into ``rows``.
+    :param state: the bucket's state value as :meth:`state` wrote it, or ``None``.
     :param key_bytes: the aggregation's key serializer (the changes' buckets are by it).
     :param buckets: the aggregation's number of buckets.
     """
 
-    def __init__(self, spec: RegroupSpec, rows: RowMap, legacy: bytes | None,
+    def __init__(self, spec: RegroupSpec, state: bytes | None,
                  key_bytes: Callable[[Any], bytes | None], buckets: int) -> None:
         self._spec = spec
         self._key_bytes = key_bytes
         self._buckets = buckets
         self.host = host = BucketHost(spec.store, spec.store_factory)
         store = host.stores[spec.store]
-        self._rows = KeyedRows(store, spec.key_serializer, rows,
-                               None if legacy is None else decode(legacy))
+        self._rows = FiledRows(store, spec.key_serializer,
+                               None if state is None else decode(state))
         self._changes: list[tuple[Any, Change, RecordContext]] = []
         table: Any = spec.table_factory()
         table.name = spec.table
@@ -108,9 +95,10 @@ class Regrouping:
                 (new_key, change, out[0], out[4], seq, st, topic))
         changes.clear()
 
-    def save(self) -> None:
-        """Write the rows the call changed to the bucket's map state."""
-        self._rows.save()
+    def state(self) -> bytes | None:
+        """The bucket's rows as a state value, filed by key (``None``: no rows)."""
+        rows = self._rows.filed()
+        return encode(rows) if rows else None
 
 
 def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
@@ -127,22 +115,23 @@ class RegroupProcessor(StatefulProcessor):
         self._buckets = buckets
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the bucket's rows (and the value an earlier release kept them in)."""
+        """Open the bucket's rows."""
         self._state = handle.getValueState("rows", _STATE)
-        self._rows = handle.getMapState(ROWS_BY_KEY, ROW_KEY, ROW_VALUE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
         """Regroup the bucket's records of the micro-batch, in arrival order."""
         records = unpacked(rows)
-        held = self._state.get()  # rows an earlier release kept here (None: none)
-        regrouping = Regrouping(self._spec, self._rows, None if held is None else held[0],
+        held = self._state.get() if self._state.exists() else None
+        regrouping = Regrouping(self._spec, None if held is None else held[0],
                                 self._key_bytes, self._buckets)
-        if held is not None:  # moved into the map state
-            self._state.clear()
         for k, v, ts, h, seq, st, topic in records:
             regrouping.process(k, v, RecordContext(ts, -1, topic, 0, h), seq, st)
-        regrouping.save()
+        rows_held = regrouping.state()
+        if rows_held is None:  # no timers here: the processor runs without a time mode
+            self._state.clear()
+        else:
+            self._state.update((rows_held,))
         yield pack_rows(regrouping.packs).to_pandas()
         drops = drop_counts(regrouping.host.metrics.as_dict(), {})
         if drops:  # sent on as drop rows, which the runner counts in its metrics

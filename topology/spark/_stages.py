@@ -18,10 +18,9 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.types import BinaryType, StructField, StructType
 
 from suppress.entry import RecordContext
 
@@ -34,8 +33,7 @@ from ..windows import Window, Windowed
 from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec, WindowSpec
 from .columns import BatchPlan, _decode
 
-__all__ = ("BUCKETS", "DROP_REASONS", "FRAME", "ROWS_BY_KEY", "ROW_KEY", "ROW_VALUE",
-           "BucketHost", "Chain", "KeyedRows", "RowMap", "drop_counts",
+__all__ = ("BUCKETS", "DROP_REASONS", "FRAME", "BucketHost", "Chain", "drop_counts",
            "drop_frame", "frame", "outputs_frame", "pack_rows", "packed_frame", "pre_stage",
            "records_of_frame", "save_bucket", "unpacked", "window_records")
 
@@ -208,91 +206,53 @@ class BucketHost:
         self.metrics = TaskMetrics()
 
 
-class RowMap(Protocol):
-    """The map state a batched processor keeps its keys' rows in (Spark's ``MapState``).
+class FiledRows:
+    """A bucket's key-value rows ``(key, value, timestamp)``, each filed on its own.
 
-    Keys and values are one-field tuples of :data:`ROW_KEY` and :data:`ROW_VALUE`.
+    A row is kept as the state codec's bytes under its key's bytes (by ``key_bytes``, the
+    store's key serializer), and goes into ``store`` only when :meth:`open` is called with a
+    key of those bytes, before the call's first record of the key is processed; :meth:`filed`
+    encodes again only the rows of the keys opened since. So a call decodes and encodes the
+    rows its records name, whatever the number of keys the bucket holds.
+
+    :param filed: the bucket's rows as :meth:`filed` returned them; a ``list`` of rows (one
+        value of all rows, as releases before this filing saved them) is filed at once;
+        ``None`` for none.
     """
 
-    def getValue(self, key: tuple[bytes]) -> tuple[bytes] | None:  # noqa: N802 - Spark's
-        """The value under ``key``, or ``None``."""
-        ...
-
-    def updateValue(self, key: tuple[bytes], value: tuple[bytes]) -> None:  # noqa: N802
-        """Put ``value`` under ``key``."""
-        ...
-
-    def removeKey(self, key: tuple[bytes]) -> None:  # noqa: N802
-        """Remove ``key`` (absent: nothing happens)."""
-        ...
-
-
-ROW_KEY = StructType([StructField("kb", BinaryType())])
-"""The key of a :class:`RowMap` entry: the row's key bytes (the store's key serializer)."""
-ROW_VALUE = StructType([StructField("row", BinaryType())])
-"""The value of a :class:`RowMap` entry: the state codec's bytes of ``(key, value, ts)``."""
-ROWS_BY_KEY = "rows_by_key"
-"""The name of a batched processor's map state of rows (beside its value state, which an
-earlier release used for the rows too)."""
-
-
-class KeyedRows:
-    """A bucket's key-value rows ``(key, value, timestamp)``, one map-state entry per key.
-
-    A row is kept in ``rows`` (Spark's state store: one entry per key, under the key's bytes
-    by ``key_bytes``, the store's key serializer) as the state codec's bytes, and goes into
-    ``store`` only when :meth:`open` is called with a key of those bytes, before the call's
-    first record of the key is processed. :meth:`save` writes back only the rows of the keys
-    opened since, and only those whose bytes changed (a row gone from the store is removed).
-    So a call reads and writes the rows its records name, whatever the number of keys.
-
-    :param legacy: the rows as an earlier release kept them, inside the bucket's one state
-        value: a ``dict`` of key bytes to row bytes, or a ``list`` of rows. They are written
-        into ``rows`` at once; the caller then drops them from the state value. ``None``:
-        none.
-    """
-
-    def __init__(self, store: Any, key_bytes: Callable[[Any], bytes | None], rows: RowMap,
-                 legacy: dict[bytes, bytes] | list[tuple[Any, Any, int]] | None = None
-                 ) -> None:
+    def __init__(self, store: Any, key_bytes: Callable[[Any], bytes | None],
+                 filed: dict[bytes, bytes] | list[tuple[Any, Any, int]] | None) -> None:
         self._store = store
         self._key_bytes = key_bytes
-        self._rows = rows
-        self._opened: dict[bytes, tuple[Any, bytes | None]] = {}
-        """Key bytes -> (key, the row's bytes when opened) of the keys opened since a save."""
-        if isinstance(legacy, list):
-            legacy = {key_bytes(key) or b"": _dumps((key, value, ts))
-                      for key, value, ts in legacy}
-        for kb, row in (legacy or {}).items():
-            rows.updateValue((kb,), (row,))
+        self._opened: dict[bytes, Any] = {}
+        if isinstance(filed, list):
+            filed = {key_bytes(key) or b"": _dumps((key, value, ts)) for key, value, ts in filed}
+        self._filed: dict[bytes, bytes] = filed or {}
 
     def open(self, key: Any) -> None:
-        """Put ``key``'s row into the store, the first time the call names the key."""
+        """Put ``key``'s filed row into the store, the first time the call names the key."""
         if key is None:
             return
         kb = self._key_bytes(key)
         if kb is None or kb in self._opened:
             return
-        found = self._rows.getValue((kb,))
-        row = None if found is None else bytes(found[0])
-        self._opened[kb] = (key, row)
+        self._opened[kb] = key
+        row = self._filed.get(kb)
         if row is not None:
             stored_key, value, ts = _loads(row)
             self._store.put_with_timestamp(stored_key, value, ts)
 
-    def save(self) -> None:
-        """Write back the rows of the keys opened since the last save, where they changed."""
-        rows, store = self._rows, self._store
-        for kb, (key, before) in self._opened.items():
+    def filed(self) -> dict[bytes, bytes]:
+        """Every row by key bytes, the opened keys' rows as the store now holds them."""
+        filed, store = self._filed, self._store
+        for kb, key in self._opened.items():
             kept = store.get_with_timestamp(key)
             if kept is None:
-                if before is not None:
-                    rows.removeKey((kb,))
-                continue
-            row = _dumps((key, kept[0], kept[1]))
-            if row != before:
-                rows.updateValue((kb,), (row,))
+                filed.pop(kb, None)
+            else:
+                filed[kb] = _dumps((key, kept[0], kept[1]))
         self._opened = {}
+        return filed
 
 
 def save_bucket(handle: Any, state: Any, data: bytes | None, due: int | None) -> None:
