@@ -28,7 +28,6 @@ from collections.abc import Callable, Hashable, Iterator
 from heapq import heappop
 from typing import Any, NamedTuple
 
-from .buffer import key_bytes_of
 from .entry import BufferedEntry, RecordContext
 from .errors import LONG_MAX
 from .final import (
@@ -103,7 +102,7 @@ class FinalResultsHeap(FinalEntries):
         self._keys = self._whole_keys
         if part_keys is not None:
             self._part_of, self._keys = part_keys
-        self._key_of, self._key_bytes = self._keys.key_of, self._keys.key_bytes
+        self._key_of = self._keys.key_of
         self._time_of = time_of
         self._index: dict[Hashable, tuple[Any, ...]] = {}
         self._heap: list[tuple[int, bytes, int, Hashable]] = []
@@ -139,13 +138,7 @@ class FinalResultsHeap(FinalEntries):
         if entry is not None:
             index[identity] = self.updated(entry, new, timestamp, old, context, topic)
         else:
-            if self._track_bytes:
-                entry = self._new_entry(self._keys, part, new, timestamp, old, context, topic)
-            else:  # _new_entry, inline: nearly every window is new to the buffer once
-                data = self._key_bytes(part)
-                key_bytes = (data if type(data) is bytes
-                             else key_bytes_of(data, self._key_of(part)))
-                entry = (new, timestamp, old, context, old, topic, key_bytes, part)
+            entry = self._new_entry(self._keys, part, new, timestamp, old, context, topic)
             self._seq += 1
             heapq.heappush(self._heap, (time, entry[KEY_BYTES], self._seq, identity))
             index[identity] = entry
