@@ -13,7 +13,6 @@ the driver's, out-of-order input included.
 from __future__ import annotations
 
 import random
-import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,10 @@ from topology import (
 from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket, buckets
 from topology.spark._compile import compile_topology
-from topology.state.codec import decode, encode
+from topology.spark._stages import time_and_state
+from topology.state.codec import decode
 
+from .harness import chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
@@ -156,44 +157,10 @@ def test_a_record_late_beyond_grace_is_dropped_as_by_the_driver(rocksdb_state: A
 # -- the batched processor's work, as Spark calls it ------------------------------------------
 
 def bucket_run(topology: Topology, parts: list[list[Row]]) -> tuple[list[Any], Counter[str]]:
-    """Records and drops of the batched processors: each part one micro-batch (one input
-    partition), each bucket one call per micro-batch, then the timers of the last one.
-    Keys go into 3 buckets (a bounded buffer: 1, as on Spark)."""
-    plan = compile_topology(topology)
-    spec = plan.batched
-    assert spec is not None
-    n_buckets = 1 if buckets(spec) == 1 else 3
-    states: dict[int, bytes | None] = {}
-    watermark = 0
-    out: list[Any] = []
-    drops: Counter[str] = Counter()
-
-    def call(bucket_id: int, rows: list[tuple[Row, int]]) -> None:
-        bucket = AggregationBucket(spec, plan.post, states.get(bucket_id), watermark)
-        for (_, key, value, ts), before in rows:
-            bucket.advance(before)
-            bucket.process(None if key is None else key.decode(),
-                           None if value is None else value.decode(),
-                           RecordContext(ts, -1, "clicks", 0, ()))
-            if spec.kind == "sliding":
-                bucket.aggregate._check()
-        out.extend(bucket.take())
-        states[bucket_id] = bucket.state()
-        drops.update(bucket.host.metrics.dropped)
-
-    for part in parts:
-        by_bucket: dict[int, list[tuple[Row, int]]] = {}
-        seen = -1
-        for row in part:
-            bucket_id = 0 if row[1] is None else zlib.crc32(row[1]) % n_buckets
-            by_bucket.setdefault(bucket_id, []).append((row, seen))
-            seen = max(seen, row[3])
-        for bucket_id, rows in sorted(by_bucket.items()):
-            call(bucket_id, rows)
-        watermark = max(watermark, seen)
-    for bucket_id in sorted(states):  # the timers of the last micro-batch, without data
-        call(bucket_id, [])
-    return [(key, value, ts) for _, key, value, ts, _ in out], drops
+    """Records and drops of the batched processors, run in this process as Spark calls them
+    (:mod:`tests.spark.harness`): each part one micro-batch of input partition 0."""
+    got, drops = distributed_run(topology, [[chunk_table(part, 0)] for part in parts])
+    return [(key, value, ts) for _, key, value, ts in got], drops
 
 
 @st.composite
@@ -358,25 +325,26 @@ def test_a_rate_limited_count_leaves_when_the_time_passes_its_limit() -> None:
     assert got == expected
 
 
-def test_running_totals_are_filed_per_key_and_read_from_an_earlier_release() -> None:
+def test_running_totals_are_filed_per_key() -> None:
     """Without windows each key's aggregate is filed on its own; a call decodes and writes
-    again only its records' keys. A bucket saved as one list (earlier releases) is read."""
+    again only its records' keys."""
     plan = compile_topology(windowed_clicks("count", "none", suppressed=None))
     spec = plan.batched
     assert spec is not None
-    legacy = encode(([("a", 2, 5), ("b", 7, 6)], []))
-    bucket = AggregationBucket(spec, plan.post, legacy, 0)
-    bucket.process("a", "/x", RecordContext(9, -1, "clicks", 0, ()))
-    assert [(k, v, ts) for _, k, v, ts, _ in bucket.take()] == [("a", 3, 9)]
+    bucket = AggregationBucket(spec, plan.post, None)
+    for key, ts in (("a", 5), ("b", 6), ("a", 9)):
+        bucket.advance(ts)
+        bucket.process(key, "/x", RecordContext(ts, -1, "clicks", 0, ()))
+    assert [(k, v, ts) for _, k, v, ts, _ in bucket.take()] == [
+        ("a", 1, 5), ("b", 1, 6), ("a", 2, 9)]
     state = bucket.state()
-    assert state is not None
-    filed, buffered = decode(state)
-    assert buffered == []
+    stream_time, (filed, buffered) = time_and_state(state, spec.name)
+    assert stream_time == 9 and buffered == []
     assert {kb: decode(held) for kb, held in filed.items()} == {
-        b"a": ("a", 3, 9), b"b": ("b", 7, 6)}
-    again = AggregationBucket(spec, plan.post, state, 0)
+        b"a": ("a", 2, 9), b"b": ("b", 1, 6)}
+    again = AggregationBucket(spec, plan.post, state)
     again.process("c", "/y", RecordContext(10, -1, "clicks", 0, ()))
-    refiled, _ = decode(again.state())  # type: ignore[arg-type]
+    _, (refiled, _) = time_and_state(again.state(), spec.name)
     assert refiled[b"a"] == filed[b"a"] and refiled[b"b"] == filed[b"b"]  # untouched
     assert decode(refiled[b"c"]) == ("c", 1, 10)
 

@@ -144,24 +144,8 @@ def test_one_dataframe_of_a_stream_and_its_versioned_table(rocksdb_state: Any,
     assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
 
 
-def test_one_dataframe_of_the_one_topic_keeps_sparks_own_count(spark: Any,
-                                                               tmp_path: Path) -> None:
-    """A topology of one topic: the DataFrame's topic column is checked, the key column
-    counted by Spark (no Python stage)."""
-    data = click_rows(seed=11)
-    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
-    out = sinks.memory()
-    runner = DistributedRunner(final_counts(), sources=stream_of(spark, tmp_path / "in"),
-                               sinks={"counts": out}, checkpoint_dir=str(tmp_path / "chk"))
-    assert runner._native(runner._sources[0]) is not None
-    runner.run_available()
-    expected = driver_records(final_counts(), data, "counts")
-    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
-    assert runner.metrics()["records-in-total"] == len(data)
-
-
 @pytest.mark.parametrize("topology", [merged_counts, final_counts],
-                         ids=["python-stage", "sparks-count"])
+                         ids=["two-topics", "one-topic"])
 def test_a_record_of_a_topic_the_topology_does_not_read_fails_the_query(
         spark: Any, tmp_path: Path, topology: Any) -> None:
     data = [*click_rows(seed=2, n=20), ("payments", b"p1", b"{}", 2_000)]

@@ -12,7 +12,6 @@ by bucket as Spark calls them, and compares records and drops with the driver's.
 from __future__ import annotations
 
 import random
-import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,12 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
-from suppress.entry import RecordContext
 from topology import Consumed, Serdes, StreamsBuilder, Topology
 from topology.spark import DistributedRunner, UnsupportedTopologyError, sinks
-from topology.spark._aggregations import AggregationBucket, buckets
+from topology.spark._aggregations import buckets
 from topology.spark._compile import compile_topology
-from topology.spark._regroup import Regrouping
 
+from .harness import chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
@@ -62,52 +60,12 @@ def balances(kind: str, limit: int | None = None) -> Topology:
 
 def regroup_run(topology: Topology, parts: list[list[Row]]
                 ) -> tuple[list[Any], Counter[str]]:
-    """Records and drops of the two batched processors: each part one micro-batch (one input
-    partition), each bucket one call per micro-batch in both, then the aggregation's timers
-    of the last one. Table keys go into 3 buckets, new keys into 2."""
+    """Records and drops of the two batched processors, run in this process as Spark calls
+    them (:mod:`tests.spark.harness`): each part one micro-batch of input partition 0."""
     plan = compile_topology(topology)
-    spec, regroup = plan.batched, plan.regroup
-    assert spec is not None and regroup is not None and buckets(spec) > 1
-    rows_state: dict[int, bytes | None] = {}
-    agg_state: dict[int, bytes | None] = {}
-    watermark = 0
-    out: list[Any] = []
-    drops: Counter[str] = Counter()
-
-    def aggregate(bucket_id: int, changes: list[tuple[Any, ...]]) -> None:
-        bucket = AggregationBucket(spec, plan.post, agg_state.get(bucket_id), watermark)
-        for key, change, ts, headers, _, before, topic in sorted(changes, key=lambda c: c[4]):
-            bucket.advance(before)
-            bucket.process(key, change, RecordContext(ts, -1, topic, 0, headers))
-        out.extend(bucket.take())
-        agg_state[bucket_id] = bucket.state()
-        drops.update(bucket.host.metrics.dropped)
-
-    for part in parts:
-        by_bucket: dict[int, list[tuple[Row, int, int]]] = {}
-        seen = -1
-        for seq, row in enumerate(part):
-            bucket_id = 0 if row[1] is None else zlib.crc32(row[1]) % 3
-            by_bucket.setdefault(bucket_id, []).append((row, seq, seen))
-            seen = max(seen, row[3])
-        packs: dict[int, list[tuple[Any, ...]]] = {}
-        for bucket_id, records in sorted(by_bucket.items()):
-            regrouping = Regrouping(regroup, rows_state.get(bucket_id), spec.key_serializer, 2)
-            for (_, key, value, ts), seq, before in records:
-                regrouping.process(None if key is None else key.decode(),
-                                   None if value is None else value.decode(),
-                                   RecordContext(ts, -1, TOPIC, 0, ()), seq, before)
-            rows_state[bucket_id] = regrouping.state()
-            drops.update(regrouping.host.metrics.dropped)
-            for target, changes in regrouping.packs.items():
-                packs.setdefault(target, []).extend(changes)
-        for target, changes in sorted(packs.items()):
-            aggregate(target, changes)
-        # Spark's watermark before the aggregation: the largest timestamp of the changes
-        watermark = max([watermark] + [c[2] for cs in packs.values() for c in cs])
-    for bucket_id in sorted(agg_state):  # the timers of the last micro-batch, without data
-        aggregate(bucket_id, [])
-    return [(key, value, ts) for _, key, value, ts, _ in out], drops
+    assert plan.batched is not None and plan.regroup is not None and buckets(plan.batched) > 1
+    got, drops = distributed_run(topology, [[chunk_table(part, 0)] for part in parts])
+    return [(key, value, ts) for _, key, value, ts in got], drops
 
 
 @st.composite

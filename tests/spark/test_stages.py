@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topology.spark._stages import (
+    CHUNK_BITS,
     FRAME,
     drop_frame,
     frame,
@@ -16,6 +17,7 @@ from topology.spark._stages import (
     records_of_frame,
     unpacked,
 )
+from topology.state.codec import encode
 
 headers = st.lists(st.tuples(st.text(max_size=3), st.none() | st.binary(max_size=3)),
                    max_size=2).map(tuple)
@@ -47,8 +49,48 @@ def test_unpacked_records_come_in_arrival_order(packs: list[list[Any]]) -> None:
     """By ``seq``, stably: records of one pack with one ``seq`` keep their order."""
     import pandas as pd  # type: ignore[import-untyped]
 
-    from topology.state.codec import encode
-
-    frames = [pd.DataFrame({"k": [encode(pack) for pack in packs]})]
+    frames = [pd.DataFrame({"k": [encode((0, None, pack)) for pack in packs]})]
     flat = [record for pack in packs for record in pack]
-    assert unpacked(frames) == sorted(flat, key=lambda record: record[4])
+    assert unpacked(frames) == (sorted(flat, key=lambda record: record[4]), -1, {})
+
+
+@settings(deadline=None)
+@given(st.dictionaries(st.integers(0, 5), st.lists(st.integers(0, 100), min_size=1,
+                                                   max_size=4), max_size=4))
+def test_a_record_takes_the_time_of_its_partitions_earlier_chunks(
+        chunks: dict[int, list[int]]) -> None:
+    """Each chunk's records carry their running maximum; the ticks give each record the
+    largest timestamp of the chunks before its own, and the call the largest of all."""
+    import pandas as pd
+
+    packs, ticks, records, expected = [], [], [], []
+    time = -1
+    for chunk in sorted(chunks):
+        seen = -1
+        for i, ts in enumerate(chunks[chunk]):
+            record = ("k", "v", ts, (), (chunk << CHUNK_BITS) + i, seen, "t")
+            records.append(record)
+            expected.append(record[:5] + (max(seen, time), "t"))
+            seen = max(seen, ts)
+        ticks.append(encode((chunk, {"t": seen}, [])))
+        time = max(time, seen)
+    packs = [encode((chunk, None, [r for r in records if r[4] >> CHUNK_BITS == chunk]))
+             for chunk in chunks]
+    frames = [pd.DataFrame({"k": packs[::-1] + ticks})]
+    assert unpacked(frames) == (expected, time, {c: {"t": max(chunks[c])} for c in chunks})
+
+
+def test_chunks_of_different_topics_are_read_side_by_side() -> None:
+    """A chunk counts the earlier chunks' records of its own topic only."""
+    import pandas as pd
+
+    first = ("k", "v", 100, (), 0 << CHUNK_BITS, -1, "a")
+    second = ("k", "v", 5, (), 1 << CHUNK_BITS, -1, "b")
+    third = ("k", "v", 6, (), 2 << CHUNK_BITS, -1, "a")
+    frames = [pd.DataFrame({"k": [encode((c, None, [r])) for c, r in
+                                  enumerate((first, second, third))]
+                            + [encode((0, {"a": 100}, [])), encode((1, {"b": 5}, [])),
+                               encode((2, {"a": 6}, []))]})]
+    records, time, _ = unpacked(frames)
+    assert [r[5] for r in records] == [-1, -1, 100]
+    assert time == 100

@@ -54,7 +54,6 @@ from suppress.time import is_window_closed
 
 from .._key_identity import key_identity
 from ..runtime.processor import Entry
-from ..state.codec import decode, encode
 from ..windows import Window, Windowed
 from ._compile import BatchedAggregationSpec, ChainSpec
 from ._stages import (
@@ -65,8 +64,11 @@ from ._stages import (
     Out,
     drop_counts,
     drop_frame,
+    load_state,
     outputs_frame,
-    save_bucket,
+    save_state,
+    time_and_state,
+    timed_state,
     unpacked,
 )
 
@@ -85,14 +87,15 @@ def buckets(spec: BatchedAggregationSpec) -> int:
 
 
 class AggregationBucket:
-    """One call's work on one bucket: its state restored, records in, results and state out.
+    """One call's work on one key group: its state restored, records in, results and state out.
 
-    :param state: the bucket's state value as :meth:`state` wrote it, or ``None``.
-    :param stream_time: the stream time when the call starts (Spark's watermark), in ms.
+    :param state: the group's state value as :meth:`state` wrote it, or ``None``.
+    :raises IllegalStateError: for a state value of an earlier release (see
+        :func:`~topology.spark._stages.time_and_state`).
     """
 
-    def __init__(self, spec: BatchedAggregationSpec, post: ChainSpec, state: bytes | None,
-                 stream_time: int) -> None:
+    def __init__(self, spec: BatchedAggregationSpec, post: ChainSpec, state: bytes | None
+                 ) -> None:
         self._spec = spec
         self.chain = chain = Chain(post)
         self.host = host = BucketHost(spec.store, spec.store_factory)
@@ -117,7 +120,8 @@ class AggregationBucket:
         aggregate.connect([Entry(_no_record, change, change)])
         self.aggregate = aggregate
         self._windowed = spec.kind != "none"
-        held, buffered = (None, []) if state is None else decode(state)
+        self.stream_time, kept = time_and_state(state, spec.name)
+        held, buffered = (None, []) if kept is None else kept
         self._rows = None if self._windowed else FiledRows(self._store, spec.key_serializer,
                                                           held)
         """Without windows: each key's aggregate, filed by key (see the module docstring)."""
@@ -129,7 +133,10 @@ class AggregationBucket:
                 context = RecordContext(*ctx)
                 buffer.put(time, key, new, prior, context)  # a new entry: its prior
                 buffer.put(time, key, new, old, context)  # then its latest change
-        self.advance(stream_time)
+        if self._windowed:
+            aggregate.stream_time = self.stream_time
+        if self.engine is not None:
+            self.engine.advance_stream_time(self.stream_time)
 
     def _restore(self, held: list[tuple[Any, ...]]) -> None:
         """Put the kept windows back into the fresh store."""
@@ -145,6 +152,9 @@ class AggregationBucket:
 
     def advance(self, stream_time: int) -> None:
         """Move the stream time to ``stream_time`` (ms) if later; emit what is due."""
+        if stream_time <= self.stream_time:
+            return
+        self.stream_time = stream_time
         if self._windowed and stream_time > self.aggregate.stream_time:
             self.aggregate.stream_time = stream_time
         if self.engine is not None:
@@ -160,18 +170,16 @@ class AggregationBucket:
             self._rows.open(key)
         self.aggregate.process(key, value, ctx)
 
-    def state(self) -> bytes | None:
-        """The bucket's state value: the aggregates a record may still update, the buffer.
+    def state(self) -> bytes:
+        """The group's state value: stream time, aggregates that may still change, buffer.
 
-        Without windows the aggregates are filed by key bytes (see the module docstring).
-        ``None`` when nothing is kept.
+        The aggregates are those a record may still update; without windows they are
+        filed by key bytes (see the module docstring).
         """
         held = self._windows() if self._rows is None else self._rows.filed()
         buffered = [] if self.engine is None else [
             (e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in self.engine.buffer]
-        if not held and not buffered:
-            return None
-        return encode((held, buffered))
+        return timed_state(self.stream_time, (held, buffered) if held or buffered else None)
 
     def _windows(self) -> list[tuple[Any, ...]]:
         """The windows a record may still update, as :meth:`_restore` takes them back."""
@@ -188,11 +196,6 @@ class AggregationBucket:
                 value, ts = store.get_with_timestamp(windowed.key, window.start)
                 held.append((windowed.key, window.start, value, ts))
         return held
-
-    def due(self) -> int | None:
-        """When the first buffered entry is due (ms of stream time), or ``None``."""
-        times = [] if self.engine is None else [e.time for e in self.engine.buffer]
-        return min(times) + self._spec.delay_ms if times else None
 
     def take(self) -> list[Out]:
         """The records that left the post chain since the last call."""
@@ -227,42 +230,29 @@ class BatchedAggregationProcessor(StatefulProcessor):
         self._post = post
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the bucket's state: aggregates and buffer."""
-        self._handle = handle
+        """Open the group's state: stream time, aggregates and buffer."""
         self._state = handle.getValueState("windows", _STATE)
-
-    def _restore(self, stream_time: int) -> AggregationBucket:
-        held = self._state.get() if self._state.exists() else None
-        return AggregationBucket(self._spec, self._post, None if held is None else held[0],
-                                 stream_time)
-
-    def _save(self, bucket: AggregationBucket) -> None:
-        save_bucket(self._handle, self._state, bucket.state(), bucket.due())
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
-        """Aggregate the bucket's records of the micro-batch, in arrival order.
+        """Aggregate the group's records of the micro-batch, in arrival order.
 
-        Each row is a pack of records (see :func:`~topology.spark._stages.packed_frame`).
+        Each row is a pack of records or a tick (see
+        :func:`~topology.spark._stages.packed_frame`): the stream time moves to each
+        record's partition time before it, and to the micro-batch's at the end.
         """
-        records = unpacked(rows)
-        bucket = self._restore(timerValues.getCurrentWatermarkInMs())
+        records, time, _ = unpacked(rows)
+        bucket = AggregationBucket(self._spec, self._post, load_state(self._state))
         advance, process = bucket.advance, bucket.process
         for k, v, ts, h, _, st, topic in records:
             advance(st)
             process(k, v, RecordContext(ts, -1, topic, 0, h))
-        self._save(bucket)
+        advance(time)
+        save_state(self._state, bucket.state())
         yield _pandas(bucket)
         drops = drop_counts(bucket.host.metrics.as_dict(), {})
         if drops:  # sent on as drop rows, which the runner counts in its metrics
             yield drop_frame(drops).to_pandas()
-
-    def handleExpiredTimer(self, key: Any, timerValues: Any,  # noqa: N802 N803
-                           expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
-        """Emit what the watermark made due."""
-        bucket = self._restore(timerValues.getCurrentWatermarkInMs())
-        self._save(bucket)
-        yield _pandas(bucket)
 
     def close(self) -> None:
         """Nothing to release."""

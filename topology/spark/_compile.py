@@ -64,13 +64,13 @@ from ..runtime.graph import GraphNode, StoreSpec
 from ..runtime.processor import InternalProcessor
 from ..runtime.processors import stateless as sp
 from ..runtime.processors.aggregate import count_adder, count_initializer
-from ..serde import Serde, serializer_of
+from ..serde import serializer_of
 from ..topology import Topology
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = ("AGGREGATION", "DROPS", "OUTPUTS", "TABLE_UPDATE", "BatchedAggregationSpec", "ChainSpec",
            "JoinSpec", "Plan", "ReadInternalTopic", "RegroupSpec", "TimeLimitSpec",
-           "UnsupportedTopologyError", "WindowSpec", "compile_topology", "groups_by_bytes")
+           "UnsupportedTopologyError", "WindowSpec", "compile_topology")
 
 def _windowed(definition: Definition) -> bool:
     """Whether a node is an aggregation the runner compiles to Spark's windowed one.
@@ -294,13 +294,20 @@ class Plan:
     """The stateless nodes after the to_stream() of the aggregation or the time limit."""
     topics: tuple[str, ...]
     """The output topics, indexed by route."""
-    direct_window_topic: str | None
-    """The source topic feeding a ``count()`` directly, with no other node: Spark may count
-    its key column without any Python (when the column allows it)."""
     batched: BatchedAggregationSpec | None = None
     """The aggregation run in a batched processor (then ``window`` is ``None``)."""
     regroup: RegroupSpec | None = None
     """For a table aggregation: the table and its ``group_by``, run before ``batched``."""
+
+    @property
+    def rekeyed(self) -> bool:
+        """Whether the pre chain's records reach the stateful node through a repartition.
+
+        Then the node runs as the one task of a repartition topic of one partition,
+        whatever input partition a record came from.
+        """
+        return any(isinstance(factory, partial) and factory.func is ReadInternalTopic
+                   for _, factory, _ in self.pre.nodes)
 
 
 def _what(node: GraphNode) -> str:
@@ -384,9 +391,8 @@ def compile_topology(topology: Topology) -> Plan:
             suppression_node, to_streams = _tail(node)
             suppression = None if suppression_node is None else suppression_node.definition
             assert suppression is None or isinstance(suppression, Suppression)
-            if _windowed(definition) and suppression is not None and \
-                    suppression.suppressed.final_results and not _bounded(suppression):
-                stateful = stateful or node
+            if join_node is not None and _windowed(definition) and suppression is not None \
+                    and suppression.suppressed.final_results and not _bounded(suppression):
                 window_node = node
             elif join_node is not None:
                 raise _refuse(node, "after an as-of join only a time- or session-"
@@ -489,21 +495,13 @@ def compile_topology(topology: Topology) -> Plan:
     window = None
     if window_node is not None:
         window = _window_spec(window_node, topology)
-    direct = None
-    if window is not None and window.count and window_node is not None and \
-            len(window_node.parents) == 1:
-        parent = window_node.parents[0]
-        if parent.kind == "source" and not set(parent.topics) & internal and \
-                len(parent.topics) == 1 and parent.children == [window_node]:
-            direct = parent.topics[0]
     pre = chain(roots, "pre", (), exits)
     joined = None if join_node is None else chain(
         {"": [join_node]}, "joined", (join_node,),
         {} if window_node is None else {window_node.name: AGGREGATION})
     post = chain({"": to_streams}, "post", tuple(to_streams), {}) if to_streams \
         else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, limit, join, joined, post, topics, direct, batched,
-                regroup)
+    return Plan(sources, pre, window, limit, join, joined, post, topics, batched, regroup)
 
 
 def _downstream(node: GraphNode, children: Callable[[GraphNode], list[GraphNode]]
@@ -693,15 +691,3 @@ def _regroup_spec(node: GraphNode, topology: Topology, readers: dict[str, GraphN
     return RegroupSpec(table.name, table.factory, store.name, store.factory,
                        _key_serializer(store), select.name, select.factory,
                        f"{DEFAULT_APPLICATION_ID}-{topic}")
-
-
-def groups_by_bytes(serde: Serde[Any] | None) -> bool:
-    """Whether a binary key column read by ``serde`` can be grouped by its raw bytes.
-
-    For these serdes the bytes are equal exactly when the decoded keys are, so Spark may
-    group by the column itself and decode only the keys of the emitted windows.
-    """
-    from ..serde import Serdes
-
-    return serde is None or any(serde is s for s in (Serdes.string(), Serdes.bytes(),
-                                                     Serdes.long(), Serdes.integer()))

@@ -35,7 +35,18 @@ from ..record import Change
 from ..runtime.processor import Entry
 from ..state.codec import decode, encode
 from ._compile import RegroupSpec
-from ._stages import BUCKETS, BucketHost, FiledRows, drop_counts, drop_frame, pack_rows, unpacked
+from ._stages import (
+    BUCKETS,
+    BucketHost,
+    FiledRows,
+    drop_counts,
+    drop_frame,
+    load_state,
+    pack_rows,
+    save_state,
+    tick_rows,
+    unpacked,
+)
 
 __all__ = ("BUCKETS", "Regrouping", "RegroupProcessor")
 
@@ -120,19 +131,25 @@ class RegroupProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
-        """Regroup the bucket's records of the micro-batch, in arrival order."""
-        records = unpacked(rows)
-        held = self._state.get() if self._state.exists() else None
-        regrouping = Regrouping(self._spec, None if held is None else held[0],
-                                self._key_bytes, self._buckets)
+        """Regroup the group's records of the micro-batch, in arrival order.
+
+        The changes go to the aggregation's groups of the one repartition partition (0),
+        each with its record's position and partition time; the first group of each input
+        partition passes that partition's ticks on to every group of the aggregation.
+        """
+        records, _, tops = unpacked(rows)
+        regrouping = Regrouping(self._spec, load_state(self._state), self._key_bytes,
+                                self._buckets)
         for k, v, ts, h, seq, st, topic in records:
             regrouping.process(k, v, RecordContext(ts, -1, topic, 0, h), seq, st)
-        rows_held = regrouping.state()
-        if rows_held is None:  # no timers here: the processor runs without a time mode
-            self._state.clear()
-        else:
-            self._state.update((rows_held,))
-        yield pack_rows(regrouping.packs).to_pandas()
+        save_state(self._state, regrouping.state())
+        if regrouping.packs:
+            yield pack_rows(regrouping.packs, -1).to_pandas()
+        if key[0] % BUCKETS == 0:  # the records go on under the repartition topic's name
+            topic = self._spec.topic
+            for chunk, top in sorted(tops.items()):
+                yield tick_rows({0: {topic: max(top.values())}}, self._buckets,
+                                chunk).to_pandas()
         drops = drop_counts(regrouping.host.metrics.as_dict(), {})
         if drops:  # sent on as drop rows, which the runner counts in its metrics
             yield drop_frame(drops).to_pandas()

@@ -15,6 +15,7 @@ records the suppression would emit, then through the post chain.
 
 from __future__ import annotations
 
+import heapq
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter
@@ -24,6 +25,8 @@ import pyarrow as pa
 
 from suppress.entry import RecordContext
 
+from ..errors import IllegalStateError
+from ..runtime.engine import merge_by_timestamp
 from ..runtime.metrics import DropReason, TaskMetrics
 from ..runtime.processor import Entry, InternalProcessor
 from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
@@ -31,11 +34,13 @@ from ..serde import Serde
 from ..state.codec import decode, encode
 from ..windows import Window, Windowed
 from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec, WindowSpec
-from .columns import BatchPlan, _decode
+from .columns import BatchPlan
 
-__all__ = ("BUCKETS", "DROP_REASONS", "FRAME", "BucketHost", "Chain", "drop_counts",
-           "drop_frame", "frame", "outputs_frame", "pack_rows", "packed_frame", "pre_stage",
-           "records_of_frame", "save_bucket", "unpacked", "window_records")
+__all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "BucketHost", "Chain", "chunk_of",
+           "drop_counts",
+           "drop_frame", "frame", "group", "load_state", "outputs_frame", "pack_rows",
+           "packed_frame", "pre_stage", "records_of_frame", "save_state", "tick_rows",
+           "time_and_state", "timed_state", "unpacked", "window_records")
 
 BUCKETS = 8
 """Key buckets of a stateful step run in ``transformWithStateInPandas`` without a bound that
@@ -124,11 +129,15 @@ class Chain:
         """The processors that receive ``topic``'s records (the post chain's: ``""``)."""
         return list(self._roots.get(topic, ()))
 
-    def feed(self, topic: str, records: list[tuple[Any, ...]]) -> None:
-        """Pass ``(key, value, timestamp[, headers])`` records of ``topic`` through the chain."""
+    def feed(self, topic: str, records: Iterable[tuple[Any, ...]], partition: int = 0) -> None:
+        """Pass ``(key, value, timestamp[, headers])`` records of ``topic`` through the chain.
+
+        ``partition``: the input partition they are of (their contexts').
+        """
         roots = [p.record_entry() for p in self._roots.get(topic, ())]
         for record in records:
-            ctx = RecordContext(record[2], -1, topic, 0, record[3] if len(record) > 3 else ())
+            ctx = RecordContext(record[2], -1, topic, partition,
+                                record[3] if len(record) > 3 else ())
             for entry in roots:
                 entry(record[0], record[1], ctx)
 
@@ -255,21 +264,49 @@ class FiledRows:
         return filed
 
 
-def save_bucket(handle: Any, state: Any, data: bytes | None, due: int | None) -> None:
-    """Replace a bucket's one state value (``None``: clear it) and its one timer.
+def save_state(state: Any, data: bytes | None) -> None:
+    """Replace a group's one state value (``None``: clear it).
 
-    ``handle`` is the processor's ``StatefulProcessorHandle``, ``state`` its value state;
-    ``due`` the event time (ms) at which the bucket must run again without input (``None``:
-    never).
+    ``state`` is the processor's value state of one binary field.
     """
-    for timer in handle.listTimers():
-        handle.deleteTimer(timer)
     if data is None:
         state.clear()
     else:
         state.update((data,))
-    if due is not None:
-        handle.registerTimer(due)
+
+
+def load_state(state: Any) -> bytes | None:
+    """A group's one state value (``None``: none kept)."""
+    held = state.get()
+    return None if held is None else held[0]
+
+
+_STATE_FORM = "per-partition-1"
+"""Marks a group's state value as this release's: a stream time per input partition."""
+
+
+def timed_state(stream_time: int, kept: Any) -> bytes:
+    """A key group's state value: its partition's stream time (ms) and what it keeps."""
+    return _dumps((_STATE_FORM, stream_time, kept))
+
+
+def time_and_state(state: bytes | None, node: str) -> tuple[int, Any]:
+    """The stream time (ms; -1 for none) and what a group keeps, from :func:`timed_state`.
+
+    :raises IllegalStateError: for a state value of an earlier release, which kept the keys
+        of every input partition together, timed by Spark's watermark: read as one
+        partition's, its keys would be lost to the others.
+    """
+    if state is None:
+        return -1, None
+    value = _loads(state)
+    if not (isinstance(value, tuple) and len(value) == 3 and value[0] == _STATE_FORM):
+        raise IllegalStateError(
+            f"{node}: the query's checkpoint holds state of an earlier release, which kept "
+            f"the keys of every input partition together under Spark's watermark; this "
+            f"release keeps a stream time per input partition and cannot read it. Run the "
+            f"query on a new checkpoint_dir (it reads its input again)")
+    return value[1], value[2]
 
 
 def drop_counts(metrics: Mapping[str, float], before: Mapping[str, float]) -> dict[str, int]:
@@ -308,25 +345,44 @@ def drop_frame(drops: Mapping[str, int]) -> pa.RecordBatch:
     ], schema=FRAME)
 
 
+CHUNK_BITS = 36
+"""A record's ``seq`` is ``chunk << CHUNK_BITS`` plus its position in its chunk: the
+micro-batch's records a ``mapInArrow`` task read (its source DataFrame's index, then
+Spark's partition id; see :func:`chunk_of`)."""
+
+
+def chunk_of(source: int, partition_id: int) -> int:
+    """The chunk of a source DataFrame's Spark partition: chunks sort as a task takes them.
+
+    Chunks of one micro-batch are taken source by source, each source's in Spark's
+    partition order (the order ``foreachBatch`` collects them in).
+    """
+    return (source << 20) | partition_id
+
+
 def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
-                 first_seq: int, seen: int, buckets: int, topics: list[str]
-                 ) -> tuple[pa.RecordBatch, int]:
-    """:func:`frame`, but the records routed to the stateful node packed per key bucket.
+                 first_seq: int, partition: int, seen: int, buckets: int, chunk: int,
+                 topics: list[str]) -> tuple[pa.RecordBatch, int]:
+    """:func:`frame`, but the records routed to the stateful node packed per key group.
 
     A record to an output topic is a row as in :func:`frame`. The records to the stateful
-    node become one row per bucket (``crc32(key bytes) % buckets``): route
-    :data:`~topology.spark._compile.AGGREGATION`, ``k`` the codec's bytes of their list of ``(key,
-    value, timestamp, headers, seq, st, topic)`` (as in :data:`FRAME`; ``topics``: each
-    record's), ``ts``
-    their largest timestamp, ``seq`` the bucket and ``st`` their number; those with a
-    ``None`` key are dropped and counted in a :func:`drop_frame` row. So Spark moves, sorts
-    and converts one row per bucket instead of one per record.
+    node, all of input ``partition``, become one row per group ``partition * buckets +
+    crc32(key bytes) % buckets`` (:func:`group`): route
+    :data:`~topology.spark._compile.AGGREGATION`, ``k`` the codec's bytes of ``(chunk, None,
+    records)``, each record ``(key, value, timestamp, headers, seq, st, topic)`` (as in
+    :data:`FRAME`; ``st`` the largest timestamp routed there before it in the chunk and
+    partition, from ``seen`` on; ``topics``: each record's), ``ts`` their largest timestamp,
+    ``seq`` the group and ``st`` their number; those with a ``None`` key are dropped and
+    counted in a :func:`drop_frame` row. So Spark moves, sorts and converts one row per
+    group instead of one per record. Returns the batch and the largest timestamp routed to
+    the stateful node so far (for :func:`tick_rows`).
     """
     rows: list[Out] = []
     seqs: list[int] = []
     packs: dict[int, list[tuple[Any, ...]]] = {}
     null_keys = 0
     seq = first_seq
+    base = partition * buckets
     for record, topic in zip(records, topics, strict=True):
         route, key, value, ts, headers = record
         if route >= 0:
@@ -337,7 +393,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
             if kb is None:
                 null_keys += 1
             else:
-                packs.setdefault(zlib.crc32(kb) % buckets, []).append(
+                packs.setdefault(base + zlib.crc32(kb) % buckets, []).append(
                     (key, value, ts, headers, seq, seen, topic))
             if ts > seen:
                 seen = ts
@@ -345,7 +401,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     batch, _ = frame(rows, None, 0, positions=(seqs, [-1] * len(rows)))
     parts = [batch]
     if packs:
-        parts.append(pack_rows(packs))
+        parts.append(pack_rows(packs, chunk))
     if null_keys:
         parts.append(drop_frame({DropReason.NULL_KEY: null_keys}))
     if len(parts) == 1:
@@ -353,91 +409,183 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     return pa.Table.from_batches(parts).combine_chunks().to_batches()[0], seen
 
 
-def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]]) -> pa.RecordBatch:
-    """Packs of records as record-frame rows, one per bucket (see :func:`packed_frame`).
+def group(partition: int, bucket: int, buckets: int) -> int:
+    """The key group of ``bucket`` (of ``buckets``) in input ``partition``."""
+    return partition * buckets + bucket
 
-    ``packs`` maps a bucket to its records, each a tuple whose third item is its timestamp.
+
+def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]], chunk: int) -> pa.RecordBatch:
+    """Packs of records as record-frame rows, one per group (see :func:`packed_frame`).
+
+    ``packs`` maps a group to its records, each a tuple whose third item is its timestamp;
+    ``chunk`` is theirs.
     """
     order = sorted(packs)
-    n = len(order)
+    return _pack_batch([(g, _dumps((chunk, None, packs[g])), max(r[2] for r in packs[g]),
+                         len(packs[g])) for g in order])
+
+
+def tick_rows(tops: Mapping[int, Mapping[str, int]], buckets: int, chunk: int
+              ) -> pa.RecordBatch:
+    """A chunk's ticks: for each input partition in ``tops``, a row to each of its groups.
+
+    ``tops`` maps a partition to the largest timestamp the chunk routed from it to the
+    stateful node, per topic (the records' context topic). Every group of the partition
+    learns them, also a group that got none of its records: a key group's stream time is its
+    partition's, as every key of a task shares the task's.
+    """
+    return _pack_batch([(group(p, b, buckets), _dumps((chunk, dict(mine), [])),
+                         max(mine.values()), 0)
+                        for p, mine in sorted(tops.items()) for b in range(buckets)])
+
+
+def _pack_batch(rows: list[tuple[int, bytes, int, int]]) -> pa.RecordBatch:
+    """Pack rows ``(group, pack bytes, largest timestamp, records)`` as a record frame."""
+    n = len(rows)
     return pa.RecordBatch.from_arrays([
         pa.array([AGGREGATION] * n, pa.int32()),
-        pa.array([_dumps(packs[b]) for b in order],
-                 pa.binary()),
+        pa.array([r[1] for r in rows], pa.binary()),
         pa.nulls(n, pa.binary()),
-        pa.array([max(r[2] for r in packs[b]) for b in order], pa.int64()),
+        pa.array([r[2] for r in rows], pa.int64()),
         pa.nulls(n, pa.binary()),
         pa.nulls(n, pa.binary()),
-        pa.array(order, pa.int64()),
-        pa.array([len(packs[b]) for b in order], pa.int64()),
+        pa.array([r[0] for r in rows], pa.int64()),
+        pa.array([r[3] for r in rows], pa.int64()),
         pa.nulls(n, pa.string()),
     ], schema=FRAME)
 
 
-def unpacked(frames: Iterable[Any]) -> list[tuple[Any, ...]]:
-    """The records of packed rows (:func:`packed_frame`, :func:`pack_rows`) in arrival order.
+def unpacked(frames: Iterable[Any]
+             ) -> tuple[list[tuple[Any, ...]], int, dict[int, dict[str, int]]]:
+    """The records of a group's packed rows in arrival order, and its partition's time.
 
-    ``frames`` are the pandas frames a batched processor gets; each record is ``(key, value,
-    timestamp, headers, seq, st, topic)``, sorted by ``seq`` (stably: the records one record
-    gave keep their order).
+    ``frames`` are the pandas frames a batched processor gets (:func:`packed_frame`'s and
+    :func:`tick_rows`' rows of one group). Each record is ``(key, value, timestamp,
+    headers, seq, st, topic)``, each topic's sorted by ``seq`` (stably: the records one
+    record gave keep their order), the topics merged lowest timestamp first (Kafka's
+    ``PartitionGroup``, on the group's records). Its ``st`` becomes the largest timestamp
+    its partition routed to the stateful node before it in the micro-batch: in its own
+    chunk (all topics, merged by
+    timestamp there), and in the earlier chunks, of its own topic: a chunk's records of a
+    topic follow that topic's earlier chunks (a topic-partition split over several Spark
+    partitions), while chunks of different topics are read side by side. Also returned: the
+    largest timestamp of the whole micro-batch's (-1: none), and each chunk's ticks.
     """
     records: list[tuple[Any, ...]] = []
+    tops: dict[int, dict[str, int]] = {}
     for data in frames:
         for pack in data["k"]:
-            records += _loads(pack)
+            chunk, top, packed = _loads(pack)
+            if top:
+                mine = tops.setdefault(chunk, {})
+                for topic, ts in top.items():
+                    if ts > mine.get(topic, -1):
+                        mine[topic] = ts
+            records += packed
     records.sort(key=itemgetter(4))
-    return records
+    before: dict[int, dict[str, int]] = {}
+    running: dict[str, int] = {}
+    for chunk in sorted(tops):
+        before[chunk] = dict(running)
+        for topic, ts in tops[chunk].items():
+            if ts > running.get(topic, -1):
+                running[topic] = ts
+    if len(before) > 1:
+        records = [(k, v, ts, h, seq, max(st, before.get(seq >> CHUNK_BITS, {}).get(topic, -1)),
+                    topic) for k, v, ts, h, seq, st, topic in records]
+    by_topic: dict[str, list[tuple[Any, ...]]] = {}
+    for record in records:
+        by_topic.setdefault(record[6], []).append(record)
+    if len(by_topic) > 1:  # side by side: lowest timestamp first, as a task merges them
+        records = list(heapq.merge(*[by_topic[t] for t in sorted(by_topic)],
+                                   key=itemgetter(2)))
+    return records, max(running.values(), default=-1), tops
 
 
 def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
               serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]],
               spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None,
-              pack: int | None = None
+              pack: int | None = None, source: int = 0, rekeyed: bool = False
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of one source DataFrame: decode, run the pre chain, frame.
 
     ``topics``: the topic (a ``str``) or topics the DataFrame may hold. With several, the
     plan's topic column says each row's topic (:meth:`~topology.spark.columns.BatchPlan.decode`
-    refuses a row of another topic, naming it), and the records of each run of one topic go
-    to that topic's roots, in the DataFrame's order: the DataFrame is read once for all of
-    them. ``serdes``: the ``Consumed`` serdes of each of them.
-    ``pack``: the stateful node's key buckets, whose records are packed per bucket
-    (:func:`packed_frame`); ``None``: a row per record (:func:`frame`).
+    refuses a row of another topic, naming it). Records go through the chain input partition
+    by input partition, each partition's topics merged lowest timestamp first, as a task
+    takes them (with several topics, over the whole chunk: the task's records are read
+    before any is run). ``serdes``: the ``Consumed`` serdes of each of them.
+    ``pack``: the stateful node's key buckets, whose records are packed per key group of
+    their partition (:func:`packed_frame`), followed by the chunk's ticks
+    (:func:`tick_rows`); ``None``: a row per record (:func:`frame`). ``source``: the
+    DataFrame's index among the sources (see :func:`chunk_of`). ``rekeyed``: the records
+    reach the stateful node through a repartition, whose one partition takes them all.
     """
     readable = frozenset([topics] if isinstance(topics, str) else topics)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+    def run(batches: Iterator[pa.RecordBatch], partition_id: int | None = None
+            ) -> Iterator[pa.RecordBatch]:
+        """Frame one chunk: Spark's partition ``partition_id`` (``None``: the task's)."""
+        if partition_id is None:
+            from pyspark import TaskContext
 
-        context = TaskContext.get()
-        seq = (0 if context is None else context.partitionId()) << 40
+            context = TaskContext.get()
+            partition_id = 0 if context is None else context.partitionId()
+        chunk = chunk_of(source, partition_id)
+        seq = chunk << CHUNK_BITS
         chain = Chain(spec)
-        seen = -1
-        for batch in batches:
-            for name, records in plan.decode(pa.Table.from_batches([batch]), readable,
-                                             serdes):
-                chain.feed(name, records)
+        seen: dict[int, int] = {}
+        """The largest timestamp each partition routed to the stateful node in the chunk."""
+        tops: dict[int, dict[str, int]] = {}
+        """The same per partition and (context) topic: the chunk's ticks."""
+        held: dict[int, dict[str, list[tuple[Any, ...]]]] = {}
+
+        def framed(partition: int, by_topic: Mapping[str, Any]) -> pa.RecordBatch:
+            nonlocal seq
+            for name, records in merge_by_timestamp(by_topic):
+                chain.feed(name, records, partition)
             out, read_from = chain.take_with_topics()
+            at = 0 if rekeyed else partition
             if pack is None or key_bytes is None:
-                framed, seen = frame(out, key_bytes, seq, seen, topics=read_from)
+                batch, seen[at] = frame(out, key_bytes, seq, seen.get(at, -1),
+                                        topics=read_from)
             else:
-                framed, seen = packed_frame(out, key_bytes, seq, seen, pack, read_from)
-            yield framed
+                batch, seen[at] = packed_frame(out, key_bytes, seq, at, seen.get(at, -1),
+                                               pack, chunk, read_from)
+                mine = tops.setdefault(at, {})
+                for record, topic in zip(out, read_from, strict=True):
+                    if record[0] < 0 and record[3] > mine.get(topic, -1):
+                        mine[topic] = record[3]
             seq += len(out)
+            return batch
+
+        for batch in batches:
+            by_partition = plan.decode_partitions(pa.Table.from_batches([batch]), readable,
+                                                  serdes)
+            if len(readable) > 1:  # merged over the chunk: kept until it is read
+                for partition, by_topic in by_partition.items():
+                    mine = held.setdefault(partition, {})
+                    for name, records in by_topic.items():
+                        mine.setdefault(name, []).extend(records)
+                continue
+            for partition, by_topic in sorted(by_partition.items()):
+                yield framed(partition, by_topic)
+        for partition, by_topic in sorted(held.items()):
+            yield framed(partition, by_topic)
+        ticked = {p: mine for p, mine in tops.items() if mine}
+        if pack is not None and ticked:
+            yield tick_rows(ticked, pack, chunk)
 
     return run
 
 
-def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
-                   post: Chain) -> list[Out]:
+def window_records(table: pa.Table, window: WindowSpec, post: Chain) -> list[Out]:
     """The final results in Spark's aggregated rows, run through the post chain.
 
-    ``table`` has ``start``, ``end``, ``ts`` (ms), ``k``, ``h`` and ``n`` (a count) or
-    ``vals`` (a list of ``(bt, seq, st, v)``: each value with its batch time and position,
-    so values fold in arrival order; see :data:`FRAME`). ``key_mode``: ``"codec"`` (the
-    record frame's ``k``), ``("serde", serde, topic)`` (a binary key column read by the
-    source's serde) or ``"plain"`` (a column of another type). Windows come out by (end, key
-    bytes), as a task emits windows closing together.
+    ``table`` has ``start``, ``end``, ``ts`` (ms), ``k`` (the codec's bytes of the key),
+    ``h`` and ``n`` (a count) or ``vals`` (a list of ``(bt, seq, st, v)``: each value with
+    its batch time and position, so values fold in arrival order; see :data:`FRAME`).
+    Windows come out by (end, key bytes), as a task emits windows closing together.
     """
     n = table.num_rows
     if n == 0:
@@ -446,13 +594,7 @@ def window_records(table: pa.Table, window: WindowSpec, key_mode: Any,
     starts = table.column("start").to_pylist()
     ends = table.column("end").to_pylist()
     times = table.column("ts").to_pylist()
-    k = table.column("k").combine_chunks()
-    if key_mode == "codec":
-        keys = [_loads(b) for b in k.to_pylist()]
-    elif key_mode == "plain":
-        keys = k.to_pylist()
-    else:
-        keys = _decode(k, key_mode[1], key_mode[2], "key")
+    keys = [_loads(b) for b in table.column("k").to_pylist()]
     headers = [() if h is None else _loads(h) for h in table.column("h").to_pylist()]
     if window.count:
         values = table.column("n").to_pylist()

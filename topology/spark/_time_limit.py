@@ -42,9 +42,17 @@ from suppress.processor import SuppressProcessor
 
 from .._key_identity import key_identity
 from ..serde import fallback_value_bytes
-from ..state.codec import decode, encode
 from ._compile import ChainSpec, TimeLimitSpec
-from ._stages import BUCKETS, Chain, outputs_frame, save_bucket, unpacked
+from ._stages import (
+    BUCKETS,
+    Chain,
+    load_state,
+    outputs_frame,
+    save_state,
+    time_and_state,
+    timed_state,
+    unpacked,
+)
 
 __all__ = ("BUCKETS", "TimeLimitProcessor", "buckets")
 
@@ -69,11 +77,10 @@ class TimeLimitProcessor(StatefulProcessor):
         self._post = post
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the bucket's buffer state."""
-        self._handle = handle
+        """Open the group's state: stream time and buffer."""
         self._buffer = handle.getValueState("buffer", _STATE)
 
-    def _restore(self, stream_time: int) -> tuple[SuppressProcessor, Chain]:
+    def _restore(self) -> tuple[SuppressProcessor, Chain]:
         chain = Chain(self._post)
         spec = self._spec
         engine = SuppressProcessor(
@@ -82,43 +89,30 @@ class TimeLimitProcessor(StatefulProcessor):
             spec.delay_ms, lambda key, new, old, ctx: chain.feed_change(key, new, ctx),
             spec.key_serializer, fallback_value_bytes,  # type: ignore[arg-type]
             key_identity=key_identity(spec.key_serializer))
-        if self._buffer.exists():
-            held = self._buffer.get()
-            assert held is not None
-            for time, key, new, prior, ctx in decode(held[0]):
-                engine.buffer.put(time, key, new, prior, RecordContext(*ctx))
+        stream_time, entries = time_and_state(load_state(self._buffer), spec.name)
+        for time, key, new, prior, ctx in entries or ():
+            engine.buffer.put(time, key, new, prior, RecordContext(*ctx))
         engine.advance_stream_time(stream_time)
         return engine, chain
 
-    def _save(self, engine: SuppressProcessor) -> None:
-        entries = [(e.time, e.key, e.new, e.prior, tuple(e.context)) for e in engine.buffer]
-        if not entries:
-            save_bucket(self._handle, self._buffer, None, None)
-            return
-        save_bucket(self._handle, self._buffer,
-                    encode(entries),
-                    min(e[0] for e in entries) + self._spec.delay_ms)
-
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
-        """Buffer the bucket's records of the micro-batch, in arrival order.
+        """Buffer the group's records of the micro-batch, in arrival order.
 
-        Each row is a pack of records (see :func:`~topology.spark._stages.packed_frame`).
+        Each row is a pack of records or a tick (see
+        :func:`~topology.spark._stages.packed_frame`): the stream time moves to each
+        record's partition time before it, and to the micro-batch's at the end, emitting
+        the keys due by then.
         """
-        records = unpacked(rows)
-        engine, chain = self._restore(timerValues.getCurrentWatermarkInMs())
+        records, time, _ = unpacked(rows)
+        engine, chain = self._restore()
         advance, process = engine.advance_stream_time, engine.process_change
         for k, v, ts, h, _, st, topic in records:
             advance(st)
             process(k, v, None, RecordContext(ts, -1, topic, 0, h))
-        self._save(engine)
-        yield _pandas(chain)
-
-    def handleExpiredTimer(self, key: Any, timerValues: Any,  # noqa: N802 N803
-                           expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
-        """Emit the keys the watermark made due."""
-        engine, chain = self._restore(timerValues.getCurrentWatermarkInMs())
-        self._save(engine)
+        advance(time)
+        entries = [(e.time, e.key, e.new, e.prior, tuple(e.context)) for e in engine.buffer]
+        save_state(self._buffer, timed_state(engine.stream_time, entries or None))
         yield _pandas(chain)
 
     def close(self) -> None:

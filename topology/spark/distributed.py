@@ -5,21 +5,13 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
 - stateless stream steps (``filter``, ``map``, ``map_values``, ``flat_map``, ``select_key``,
   ``peek``, ``merge``, ...) run in ``mapInArrow`` on the executors, a column batch at a time,
   through the library's own processors (same code, same errors as the test driver);
-- a time-windowed ``count``/``reduce``/``aggregate`` with
-  ``suppress(until_window_closes(...))`` becomes ``withWatermark(ts, grace)`` +
-  ``groupBy(window(ts, size, advance), key)`` in append mode: Spark keeps the windows in its
-  checkpointed state store and emits each one once its end is at or below the watermark. A
-  ``count()`` is Spark's own ``count``; ``reduce``/``aggregate`` collect each window's values
-  (with their arrival position) in Spark's state and fold them with the user's functions,
-  in arrival order, when the window closes; session windows the same way with
-  ``session_window(ts, gap)``;
-- any other ``count``/``reduce``/``aggregate`` of a grouped stream (without windows, in
-  sliding windows, which start at each record where Spark's start at multiples of the
-  slide, or in time or session windows emitting every update, rate-limited by
-  ``until_time_limit`` or with a bounded final-results buffer) runs in
-  ``transformWithStateInPandas``, keys in hash buckets (one for a bounded buffer), the
-  library's own aggregation and suppression doing the work
-  (:mod:`topology.spark._aggregations`);
+- every ``count``/``reduce``/``aggregate`` of a grouped stream (without windows, in time,
+  session or sliding windows, with final results, rate-limited by ``until_time_limit`` or
+  emitting every update) runs in ``transformWithStateInPandas``, the keys of each input
+  partition in hash buckets (one for a bounded buffer), the library's own aggregation and
+  suppression doing the work with the partition's stream time
+  (:mod:`topology.spark._aggregations`); Spark's own windowed aggregation keeps one
+  watermark for the query, not a stream time per input partition;
 - a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
@@ -28,8 +20,11 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   updates and stream records in one ``transformWithStateInPandas``, grouped by a hash
   bucket of the key, each bucket's table history one state value, the lookup done by the
   library's own versioned store and join processor (:mod:`topology.spark._join`), and the
-  stateless steps after the join with them; a windowed aggregation after the join (the
-  two stateful steps in one query) runs as above on the records the join sends on;
+  stateless steps after the join with them; a time- or session-windowed aggregation with
+  unbounded final results after the join (the two stateful steps in one query) becomes
+  ``withWatermark(ts, grace)`` + ``groupBy(window(ts, size, advance), key)`` (sessions:
+  ``session_window``) in append mode on the records the join sends on: Spark keeps the
+  windows and emits each one once its end is at or below the watermark;
 - what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
   output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`): a
   ``kafka_frame`` sink gets a DataFrame the executors compute, a ``parquet`` sink's files
@@ -61,7 +56,7 @@ from ..runtime.metrics import DropReason
 from ..runtime.outputs import TestRecord
 from ..topology import Topology
 from ._compat import require_state_api, to_arrow
-from ._compile import AGGREGATION, DROPS, ChainSpec, Plan, compile_topology, groups_by_bytes
+from ._compile import AGGREGATION, DROPS, ChainSpec, Plan, compile_topology
 from ._stages import DROP_REASONS, FRAME, Chain, pre_stage, records_of_frame, window_records
 from .columns import BatchPlan, Columns, plan
 from .sinks import (
@@ -121,10 +116,11 @@ class DistributedRunner:
     :raises IllegalStateError: on pyspark older than 4.0 (no ``transformWithStateInPandas``),
         or for a parquet sink on a session with ``spark.speculation`` on.
 
-    Time is Spark's: one watermark for the query, the largest timestamp seen minus the
-    grace period, moved between micro-batches (see the Spark page of the docs for how that
-    differs from a task's stream time). For input in timestamp order, once drained, the
-    sinks hold the records the test driver's output topics would, possibly in another order.
+    Time follows Kafka's task model: each input partition (the ``partition`` column, none:
+    partition 0) has its own stream time, carried to the stateful steps, so for a topology
+    whose state is keyed by the input key, once drained, the sinks hold what one test driver
+    per input partition holds, out-of-order input included (possibly in another order; see
+    the Spark page of the docs for re-keying topologies and a window after a join).
     """
 
     def __init__(self, topology: Topology, sources: Mapping[str, Any] | Any,
@@ -193,49 +189,14 @@ class DistributedRunner:
 
     # -- building the query --------------------------------------------------------------------
 
-    def _native(self, source: _Source) -> BatchPlan | None:
-        """The plan of ``source`` if Spark can count its key column directly, else ``None``.
-
-        Only for a DataFrame of the one topic feeding the window (a DataFrame of several
-        topics runs the pre stage, which routes each record by its topic).
-        """
-        topic = self._plan.direct_window_topic
-        if topic is None or source.topics != {topic}:
-            return None
-        batch_plan = source.batch_plan
-        if "key" not in batch_plan.roles or "headers" in batch_plan.roles:
-            return None
-        consumed = self._plan.sources[topic]
-        serde = None if consumed is None else consumed.key_serde
-        if "key" in batch_plan.binary and not groups_by_bytes(serde):
-            return None
-        return batch_plan
-
     def _frames(self) -> list[Any]:
-        """Each source through its pre chain as a record frame (not for the native path)."""
+        """Each source through its pre chain as a record frame."""
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
-        stateful = (self._plan.join or self._plan.window or self._plan.limit
-                    or self._plan.regroup or self._plan.batched)
-        key_bytes = None if stateful is None else stateful.key_serializer
-        pack = None
-        if self._plan.limit is not None:
-            from ._time_limit import buckets
-
-            pack = buckets(self._plan.limit)
-        elif self._plan.regroup is not None:
-            from ._regroup import BUCKETS
-
-            pack = BUCKETS
-        elif self._plan.batched is not None:
-            from ._aggregations import buckets as aggregation_buckets
-
-            pack = aggregation_buckets(self._plan.batched)
+        key_bytes, pack = packing(self._plan)
         frames = []
-        for source in self._sources:
-            if self._native(source) is not None:
-                continue
+        for index, source in enumerate(self._sources):
             batch_plan = source.batch_plan
             serdes = {topic: (None, None) if consumed is None else
                       (consumed.key_serde, consumed.value_serde)
@@ -243,61 +204,27 @@ class DistributedRunner:
                       for consumed in [self._plan.sources[topic]]}
             selected = source.df.select(*[_col(name) for name in batch_plan.selected])
             frames.append(selected.mapInArrow(
-                pre_stage(batch_plan, source.topics, serdes, self._plan.pre, key_bytes, pack),
+                pre_stage(batch_plan, source.topics, serdes, self._plan.pre, key_bytes, pack,
+                          index, self._plan.rekeyed),
                 schema))
         return frames
 
-    def _aggregated(self, frames: list[Any]) -> tuple[Any, Any]:
-        """Spark's windowed aggregation: the rows of closed windows, and how keys read."""
+    def _aggregated(self, frames: list[Any]) -> Any:
+        """Spark's windowed aggregation: the rows of closed windows."""
         from pyspark.sql import functions as F
 
         window = self._plan.window
         assert window is not None
-        native = [(s, p) for s in self._sources if (p := self._native(s)) is not None]
-        if native:  # Spark counts the key column itself: no Python per record
-            native_source, batch_plan = native[0]
-            (topic,) = native_source.topics
-            roles = dict(zip(batch_plan.roles, batch_plan.selected, strict=True))
-            ts, key = _col(roles["timestamp"]), _col(roles["key"])
-            event = ts if batch_plan.timestamp_unit == "micros" else F.timestamp_millis(ts)
-            name = roles["timestamp"]
-            checked = (F.when(ts.isNull(), F.raise_error(F.lit(
-                f"column {name!r} (the timestamp) is null: every record needs a timestamp")))
-                .when(event < F.timestamp_millis(F.lit(0)), F.raise_error(F.lit(
-                    f"column {name!r} (the timestamp) is negative (before 1970)")))
-                .otherwise(event))
-            keep = key.isNotNull()
-            if "topic" in roles:  # one DataFrame with a topic column: only this topic's
-                column = _col(roles["topic"])
-                keep = (F.when(column.isNull(), F.raise_error(F.lit(
-                    f"column {roles['topic']!r} (the topic) is null: every record needs a "
-                    f"topic")))
-                    .when(column != F.lit(topic), F.raise_error(F.concat(F.lit(
-                        "a record is for topic '"), column, F.lit(
-                        f"', which no source of the topology reads; it reads {[topic]} "
-                        f"(filter the DataFrame, or subscribe only to those topics)"))))
-                    .otherwise(keep))
-            source = native_source.df.observe(
-                NULL_KEYS, F.count(F.when(key.isNull(), 1)).alias("n"))
-            rows = source.where(keep).select(key.alias("kb"), checked.alias("et"))
-            consumed = self._plan.sources[topic]
-            serde = None if consumed is None else consumed.key_serde
-            key_mode: Any = (("serde", serde, topic) if "key" in batch_plan.binary
-                             and serde is not None else "plain")
-            aggs = [F.unix_millis(F.max("et")).alias("ts"), F.lit(None).cast("binary")
-                    .alias("h"), F.count(F.lit(1)).alias("n")]
+        rows = _null_keys_observed(_union(frames))
+        rows = (rows.where(F.col("kb").isNotNull())
+                .withColumn("et", F.timestamp_millis(F.col("ts")))
+                .withColumn("bt", F.current_timestamp()))
+        aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts"),
+                F.max_by("h", F.struct("bt", "seq", "st")).alias("h")]
+        if window.count:
+            aggs.append(F.count(F.lit(1)).alias("n"))
         else:
-            rows = _null_keys_observed(_union(frames))
-            rows = (rows.where(F.col("kb").isNotNull())
-                    .withColumn("et", F.timestamp_millis(F.col("ts")))
-                    .withColumn("bt", F.current_timestamp()))
-            key_mode = "codec"
-            aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts"),
-                    F.max_by("h", F.struct("bt", "seq", "st")).alias("h")]
-            if window.count:
-                aggs.append(F.count(F.lit(1)).alias("n"))
-            else:
-                aggs.append(F.collect_list(F.struct("bt", "seq", "st", "v")).alias("vals"))
+            aggs.append(F.collect_list(F.struct("bt", "seq", "st", "v")).alias("vals"))
         if window.gap_ms is None:
             spark_window = F.window("et", f"{window.size_ms} milliseconds",
                                     f"{window.advance_ms} milliseconds")
@@ -315,14 +242,12 @@ class DistributedRunner:
         out = grouped.agg(*aggs).select(F.unix_millis("window.start").alias("start"),
                                         end.alias("end"), "*")
         out = out.drop("window")
-        if native:
-            out = out.withColumn("k", F.col("kb"))
         if window.gap_ms is None and window.advance_ms < window.size_ms:
             # Spark's hopping windows start before 0 for the first records; a task's never
             # do (tumbling windows and sessions of timestamps from 0 on start at 0 or later,
             # and Spark would evaluate the filter on every input record)
             out = out.where(F.col("start") >= 0)
-        return out, key_mode
+        return out
 
     def _time_limited(self, frames: list[Any]) -> Any:
         """The time-limited suppression in ``transformWithStateInPandas``, keys in buckets."""
@@ -334,8 +259,8 @@ class DistributedRunner:
         assert limit is not None
         rows = _packs(_drops_observed(_union(frames), DROPS_PACKED))
         schema = StructType.fromJson(_spark_schema(FRAME))
-        return rows.groupBy("bucket").transformWithStateInPandas(
-            TimeLimitProcessor(limit, self._plan.post), schema, "Append", "EventTime")
+        return rows.groupBy("key_group").transformWithStateInPandas(
+            TimeLimitProcessor(limit, self._plan.post), schema, "Append", "None")
 
     def _batched(self, frames: list[Any]) -> Any:
         """The batched aggregation in ``transformWithStateInPandas``, keys in buckets."""
@@ -352,12 +277,12 @@ class DistributedRunner:
             from ._aggregations import buckets
             from ._regroup import RegroupProcessor
 
-            rows = _packs(rows, timed=False).groupBy("bucket").transformWithStateInPandas(
+            rows = _packs(rows).groupBy("key_group").transformWithStateInPandas(
                 RegroupProcessor(regroup, spec.key_serializer, buckets(spec)), schema,
                 "Append", "None")
             rows = _drops_observed(rows, DROPS_REGROUPED)
-        out = _packs(rows).groupBy("bucket").transformWithStateInPandas(
-            BatchedAggregationProcessor(spec, self._plan.post), schema, "Append", "EventTime")
+        out = _packs(rows).groupBy("key_group").transformWithStateInPandas(
+            BatchedAggregationProcessor(spec, self._plan.post), schema, "Append", "None")
         return _drops_observed(out)
 
     def _joined(self, frames: list[Any]) -> Any:
@@ -383,7 +308,7 @@ class DistributedRunner:
             schema, "Append", "None")
         return _drops_observed(out)
 
-    def _query_frame(self) -> tuple[Any, str, Any]:
+    def _query_frame(self) -> tuple[Any, str]:
         """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
         frames = self._frames()
         plan_ = self._plan
@@ -408,10 +333,10 @@ class DistributedRunner:
             union = direct_outputs[0]
             for other in direct_outputs[1:]:
                 union = union.unionByName(other)
-            return union, "records", None
-        aggregated, key_mode = self._aggregated(frames)
+            return union, "records"
+        aggregated = self._aggregated(frames)
         if not direct_outputs and not _has_stateless(plan_):
-            return aggregated, "windows", key_mode
+            return aggregated, "windows"
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
@@ -425,15 +350,15 @@ class DistributedRunner:
             chain = Chain(post)
             for batch in batches:
                 table = pa.Table.from_batches([batch])
-                yield frame(window_records(table, window, key_mode, chain), None, 0)[0]
+                yield frame(window_records(table, window, chain), None, 0)[0]
 
         union = aggregated.mapInArrow(post_stage, schema)
         for other in direct_outputs:
             union = union.unionByName(other)
-        return union, "records", None
+        return union, "records"
 
     def _writer(self) -> Any:
-        df, kind, key_mode = self._query_frame()
+        df, kind = self._query_frame()
         topics = self._plan.topics
         sinks = self._sinks
         window = self._plan.window if kind == "windows" else None
@@ -458,14 +383,14 @@ class DistributedRunner:
                     def on_executors(staging: Any, sink: ParquetSink = parquet_sink,
                                      route: int = topics.index(topic)) -> list[tuple[str, int]]:
                         write = partial(parquet_parts, route=route, window=window,
-                                        key_mode=key_mode, post=post, sink=sink,
+                                        post=post, sink=sink,
                                         staging=str(staging))
                         return [(row.file, row.records) for row in batch_df.mapInArrow(
                             write, "file string, records long").collect()]
 
                     counts[topic] = parquet_sink.write_batch(int(batch_id), on_executors)
                 if collected:
-                    records = _records(to_arrow(batch_df), window, key_mode,
+                    records = _records(to_arrow(batch_df), window,
                                        None if window is None else Chain(post))
                     per_topic: dict[int, list[TestRecord]] = {i: [] for i in range(len(topics))}
                     for route, key, value, ts, headers in records:
@@ -479,7 +404,7 @@ class DistributedRunner:
                             deliver(sink, per_topic[route], int(batch_id), session)
                 for topic, frame_sink in framed.items():
                     rows = partial(kafka_rows, route=topics.index(topic), window=window,
-                                   key_mode=key_mode, post=post, topic=topic,
+                                   post=post, topic=topic,
                                    serializers=frame_sink.serializers())
                     frame = batch_df.mapInArrow(rows, KAFKA_SINK_DDL).persist()
                     try:
@@ -572,8 +497,8 @@ class DistributedRunner:
             task counts them (sent on by the join's processor); for batched aggregations,
             ``null-value`` and ``expired-window`` are the drops of their processors'
             aggregation, as a task counts them. These are exact.
-          - ``expired-window``, for time and session windows compiled to Spark's windowed
-            aggregation: records it dropped behind its
+          - ``expired-window``, for a windowed aggregation after an as-of join (compiled
+            to Spark's windowed aggregation): records it dropped behind its
             watermark (``numRowsDroppedByWatermark``). Spark counts its operator's input
             rows, which come after a partial aggregation: late records of one key and
             window in the same task of a micro-batch count once. It is exact when no two
@@ -581,9 +506,8 @@ class DistributedRunner:
             least once. Spark's watermark for late records is the one of the previous
             micro-batch, so it keeps records that a task's stream time would drop.
           - ``behind-watermark``: input rows a ``transformWithState`` operator dropped
-            behind Spark's watermark. None are expected: the time limit's processors get
-            their input without an event-time column (the watermark only times them), nor
-            do the batched aggregations', and the join's keep no watermark.
+            behind Spark's watermark. None are expected: the batched processors run
+            without a time mode and their input has no event-time column.
 
         - ``records-in-total``: rows the query read from its sources (Spark's
           ``numInputRows``). Spark counts a row each time a branch of the query scans it: a
@@ -592,9 +516,9 @@ class DistributedRunner:
         - ``records-out-total``: records handed to sinks (and ignored topics), per topic as
           ``records-out-total{topic=t}``; a micro-batch Spark runs again after a failure
           counts once.
-        - ``suppression-buffer-count``: for a windowed aggregation, the windows Spark's state
-          held after the last micro-batch (its ``numRowsTotal``), as the suppression
-          buffer's count in a task.
+        - ``suppression-buffer-count``: for a windowed aggregation after an as-of join, the
+          windows Spark's state held after the last micro-batch (its ``numRowsTotal``), as
+          the suppression buffer's count in a task.
 
         The figures come from Spark's progress reports of each micro-batch
         (``StreamingQuery.recentProgress``, the last 100 of them, and the last one as each
@@ -815,7 +739,7 @@ def _read_metrics(spark: Any, checkpoint_dir: str) -> str | None:
     return None
 
 
-def kafka_rows(batches: Iterator[pa.RecordBatch], *, route: int, window: Any, key_mode: Any,
+def kafka_rows(batches: Iterator[pa.RecordBatch], *, route: int, window: Any,
                post: ChainSpec, topic: str,
                serializers: tuple[Callable[[Any], bytes | None], Callable[[Any], bytes | None]]
                ) -> Iterator[pa.RecordBatch]:
@@ -824,12 +748,12 @@ def kafka_rows(batches: Iterator[pa.RecordBatch], *, route: int, window: Any, ke
     The rows are the query's (record frames, or with ``window`` Spark's aggregated windows,
     run through the ``post`` chain here); keys and values are written by ``serializers``.
     """
-    for mine in _route_records(batches, route, window, key_mode, post):
+    for mine in _route_records(batches, route, window, post):
         yield from kafka_table(mine, topic, *serializers).to_batches()
 
 
 def parquet_parts(batches: Iterator[pa.RecordBatch], *, route: int, window: Any,
-                  key_mode: Any, post: ChainSpec, sink: ParquetSink, staging: str
+                  post: ChainSpec, sink: ParquetSink, staging: str
                   ) -> Iterator[pa.RecordBatch]:
     """On an executor: write the task's records of output ``route`` as one file of ``sink``.
 
@@ -837,26 +761,26 @@ def parquet_parts(batches: Iterator[pa.RecordBatch], *, route: int, window: Any,
     count (one row; none for a task without records of the route), for the driver's
     :meth:`~topology.spark.sinks.ParquetSink.commit`.
     """
-    records = [r for mine in _route_records(batches, route, window, key_mode, post)
+    records = [r for mine in _route_records(batches, route, window, post)
                for r in mine]
     if records:
         name, count = sink.write_part(records, staging)
         yield pa.record_batch({"file": [name], "records": [count]})
 
 
-def _route_records(batches: Iterator[pa.RecordBatch], route: int, window: Any, key_mode: Any,
+def _route_records(batches: Iterator[pa.RecordBatch], route: int, window: Any,
                    post: ChainSpec) -> Iterator[list[TestRecord]]:
     """The records of output ``route`` in each of the query's row batches (none: skipped)."""
     chain = None if window is None else Chain(post)
     for batch in batches:
-        records = _records(pa.Table.from_batches([batch]), window, key_mode, chain)
+        records = _records(pa.Table.from_batches([batch]), window, chain)
         mine = [TestRecord(key, value, ts, headers)
                 for to, key, value, ts, headers in records if to == route]
         if mine:
             yield mine
 
 
-def _records(table: pa.Table, window: Any, key_mode: Any, chain: Chain | None) -> list[Any]:
+def _records(table: pa.Table, window: Any, chain: Chain | None) -> list[Any]:
     """The output records in a table of the query's rows.
 
     The rows are record frames, or with ``window`` Spark's aggregated windows, run through
@@ -865,7 +789,30 @@ def _records(table: pa.Table, window: Any, key_mode: Any, chain: Chain | None) -
     if window is None:
         return records_of_frame(table)
     assert chain is not None
-    return window_records(table, window, key_mode, chain)
+    return window_records(table, window, chain)
+
+
+def packing(plan: Plan) -> tuple[Callable[[Any], bytes | None] | None, int | None]:
+    """How the pre stage frames the records for ``plan``'s stateful node.
+
+    The node's key serializer (``None``: no stateful node), and its key buckets when its
+    records travel packed per key group (``None``: a row per record).
+    """
+    stateful = plan.join or plan.window or plan.limit or plan.regroup or plan.batched
+    key_bytes = None if stateful is None else stateful.key_serializer
+    if plan.limit is not None:
+        from ._time_limit import buckets
+
+        return key_bytes, buckets(plan.limit)
+    if plan.regroup is not None:
+        from ._regroup import BUCKETS
+
+        return key_bytes, BUCKETS
+    if plan.batched is not None:
+        from ._aggregations import buckets as aggregation_buckets
+
+        return key_bytes, aggregation_buckets(plan.batched)
+    return key_bytes, None
 
 
 def _routes(chain: ChainSpec) -> set[int]:
@@ -945,28 +892,18 @@ def _drops_observed(rows: Any, name: str = DROPS_SEEN) -> Any:
         for name in DROP_REASONS])
 
 
-def _packs(rows: Any, timed: bool = True) -> Any:
-    """The packed rows of a batched processor's input: ``bucket`` and ``k``, timed.
+def _packs(rows: Any) -> Any:
+    """The packed rows of a batched processor's input: ``key_group`` and ``k``.
 
-    The packs are :func:`~topology.spark._stages.packed_frame`'s, timed by Spark's watermark.
-
-    Only the pack and its largest timestamp travel on, and the timestamp only as far as the
-    watermark: without an event-time column Spark drops no input of the processor as late
-    (the driver buffers or drops records behind its stream time itself). Spark drops input
-    at or below a watermark, which starts at 0: event times are shifted by 1 ms, and the
-    delay of 1 ms gives back the largest timestamp of the earlier micro-batches as the
-    watermark.
-    ``timed=False``: no watermark (for a processor without timers).
+    The packs are :func:`~topology.spark._stages.packed_frame`'s and
+    :func:`~topology.spark._stages.tick_rows`'. No event-time column travels on: the
+    processors keep their partitions' stream times themselves, and Spark's watermark drops
+    none of their input.
     """
     from pyspark.sql import functions as F
 
-    rows = rows.where(F.col("route") == AGGREGATION)
-    if not timed:
-        return rows.select(F.col("seq").alias("bucket"), "k")
-    return (rows.select(F.col("seq").alias("bucket"), "k",
-                        F.timestamp_millis(F.col("ts") + 1).alias("et"))
-            .withWatermark("et", "1 millisecond")
-            .select("bucket", "k"))
+    return (rows.where(F.col("route") == AGGREGATION)
+            .select(F.col("seq").alias("key_group"), "k"))
 
 
 def _null_keys_observed(rows: Any) -> Any:

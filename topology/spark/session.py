@@ -15,10 +15,13 @@ LOCAL_SETTINGS = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 """Spark's settings for a local run: few shuffle partitions (the default, 200, makes each
 stateful micro-batch about ten times slower on a small machine), no UI, loopback networking,
-UTC session time."""
+UTC session time, and the RocksDB state store (the ``DistributedRunner``'s stateful steps
+run in ``transformWithState``, which needs it)."""
 
 
 def local_session(app_name: str = "topology", cores: int = 2, **settings: str) -> Any:

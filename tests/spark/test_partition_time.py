@@ -1,0 +1,207 @@
+"""Kafka's task model on the DistributedRunner: a stream time per input partition.
+
+Out-of-order input spread over several input partitions, handed over in micro-batches whose
+chunks (Spark partitions) come in any order, one partition's records possibly split over two
+chunks: the runner's batched stages (run in this process by :mod:`tests.spark.harness`, the
+runner's own code) must give what one test driver per input partition gives, final results,
+time limits and drops alike.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_profiles import examples
+
+from suppress import BufferConfig
+from topology import Serdes, Topology
+from topology.errors import IllegalStateError
+from topology.spark._aggregations import AggregationBucket
+from topology.spark._compile import compile_topology
+from topology.state.codec import encode
+from topology.windows import Window, Windowed
+
+from .harness import chunk_table, distributed_run
+from .helpers import Row, batches, driver_run, task_order
+from .test_distributed import rate_limited_levels
+from .test_distributed_aggregations import SUPPRESSIONS, windowed_clicks
+
+LEVEL = Serdes.long().serialize
+Piece = tuple[int, list[Row]]
+"""One chunk's records: its input partition, its rows in their order."""
+
+
+@st.composite
+def partitioned(draw: st.DrawFn, topic: str = "clicks",
+                values: tuple[bytes | None, ...] = (b"/x", b"/y", b"/z", None)
+                ) -> list[list[Piece]]:
+    """Micro-batches of 1-3 input partitions, each moving forward with its own jitter.
+
+    Each micro-batch holds a slice of every partition (possibly empty), as one chunk or
+    two, the chunks in any order but a partition's own in its order. A record with a null
+    key or value is no later than its partition's records before it (see the docs' time
+    model).
+    """
+    n_partitions = draw(st.integers(1, 3))
+    streams: list[list[Row]] = []
+    for _ in range(n_partitions):
+        rows: list[Row] = []
+        now, latest = draw(st.integers(0, 200)), -1
+        for _ in range(draw(st.integers(0, 30))):
+            now += draw(st.integers(0, 15))
+            ts = max(0, now - draw(st.sampled_from([0, 0, 0, 5, 30, 120])))
+            key = draw(st.sampled_from([b"a", b"b", b"c", b"d", None]))
+            value = draw(st.sampled_from(values))
+            if latest < 0:
+                key, value = key or b"a", value or values[0]
+            if key is None or value is None:
+                ts = min(ts, latest)
+            latest = max(latest, ts)
+            rows.append((topic, key, value, ts))
+        streams.append(rows)
+    n_batches = draw(st.integers(1, 4))
+    cuts = [sorted(draw(st.lists(st.integers(0, len(rows)), min_size=n_batches - 1,
+                                 max_size=n_batches - 1))) for rows in streams]
+    out: list[list[Piece]] = []
+    for b in range(n_batches):
+        pieces: list[list[Piece]] = []
+        for p, rows in enumerate(streams):
+            bounds = [0, *cuts[p], len(rows)]
+            part = rows[bounds[b]:bounds[b + 1]]
+            split = draw(st.integers(0, len(part)))
+            pieces.append([(p, part[:split]), (p, part[split:])] if draw(st.booleans())
+                          else [(p, part)])
+        order = draw(st.permutations([p for p, mine in enumerate(pieces) for _ in mine]))
+        taken = [0] * len(pieces)
+        batch: list[Piece] = []
+        for p in order:
+            batch.append(pieces[p][taken[p]])
+            taken[p] += 1
+        out.append(batch)
+    return out
+
+
+def per_partition_drivers(make: Any, batches: list[list[Piece]], topic: str
+                          ) -> tuple[Counter[Any], Counter[str]]:
+    """What one driver per input partition gives, records and drops summed."""
+    rows: dict[int, list[Row]] = {}
+    for batch in batches:
+        for p, part in batch:
+            rows.setdefault(p, []).extend(part)
+    records: Counter[Any] = Counter()
+    drops: Counter[str] = Counter()
+    for mine in rows.values():
+        got, dropped = driver_run(make(), mine, topic)
+        records.update(got)
+        drops.update(dropped)
+    return records, drops
+
+
+def runner_output(make: Any, batches: list[list[Piece]], topic: str, seed: int
+                  ) -> tuple[Counter[Any], Counter[str]]:
+    got, dropped = distributed_run(
+        make(), [[chunk_table(part, p) for p, part in batch] for batch in batches], seed)
+    return Counter((k, v, ts) for t, k, v, ts in got if t == topic), dropped
+
+
+AGGREGATIONS = {
+    "sliding-final": lambda kind: windowed_clicks(kind, "sliding"),
+    "tumbling-bounded": lambda kind: windowed_clicks(
+        kind, "tumbling", BufferConfig.max_records(50).shut_down_when_full()),
+    "session-limit": lambda kind: windowed_clicks(kind, "session",
+                                                  suppressed=SUPPRESSIONS["limit-30"]),
+    "hopping-updates": lambda kind: windowed_clicks(kind, "hopping", suppressed=None),
+    "totals-limit": lambda kind: windowed_clicks(kind, "none",
+                                                 suppressed=SUPPRESSIONS["limit-30"]),
+}
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(batches=partitioned(), case=st.sampled_from(sorted(AGGREGATIONS)),
+       kind=st.sampled_from(["count", "aggregate"]), seed=st.integers(0, 3))
+def test_aggregations_give_one_driver_per_partition(batches: list[list[Piece]], case: str,
+                                                    kind: str, seed: int) -> None:
+    def make() -> Topology:
+        return AGGREGATIONS[case](kind)
+
+    assert runner_output(make, batches, "out", seed) == \
+        per_partition_drivers(make, batches, "out")
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(batches=partitioned("levels", (LEVEL(3), LEVEL(-7), None)), seed=st.integers(0, 3))
+def test_time_limits_give_one_driver_per_partition(batches: list[list[Piece]], seed: int
+                                                   ) -> None:
+    assert runner_output(rate_limited_levels, batches, "levels-limited", seed) == \
+        per_partition_drivers(rate_limited_levels, batches, "levels-limited")
+
+
+def test_a_partition_behind_another_is_not_late() -> None:
+    """Partition 1 lags partition 0 by far: its records are on time in its own task."""
+    ahead = [("clicks", b"a", b"/x", 100_000)]
+    behind = [("clicks", b"b", b"/y", 5), ("clicks", b"b", b"/y", 12)]
+    later = [("clicks", b"b", b"/y", 15), ("clicks", b"b", b"/y", 1_000)]
+    batches = [[(0, ahead)], [(1, behind)], [(1, later)]]
+
+    def make() -> Topology:
+        return AGGREGATIONS["tumbling-bounded"]("count")
+
+    got, drops = runner_output(make, batches, "out", 0)
+    assert (got, drops) == per_partition_drivers(make, batches, "out")
+    assert drops == Counter()
+    assert got[(Windowed("b", Window(0, 40)), 3, 15)] == 1  # closed by its partition alone
+
+
+def test_a_group_without_records_in_a_batch_still_emits() -> None:
+    """Key a's window closes on partition 0's time, carried by key b's records only."""
+    first = [("clicks", b"a", b"/x", 1)]
+    second = [("clicks", b"b", b"/x", t) for t in (100, 200, 300)]
+    batches = [[(0, first)], [(0, second)]]
+
+    def make() -> Topology:
+        return AGGREGATIONS["tumbling-bounded"]("count")
+
+    got, _ = runner_output(make, batches, "out", 0)
+    assert got == per_partition_drivers(make, batches, "out")[0]
+    assert got[(Windowed("a", Window(0, 40)), 1, 1)] == 1
+
+
+def test_state_of_an_earlier_release_is_refused() -> None:
+    plan = compile_topology(windowed_clicks("count", "none", suppressed=None))
+    assert plan.batched is not None
+    legacy = encode(({b"a": encode(("a", 2, 5))}, []))
+    with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
+        AggregationBucket(plan.batched, plan.post, legacy)
+
+
+def test_a_partition_split_over_two_chunks_keeps_its_order() -> None:
+    """The second chunk's record is late after the first chunk's, of another key group."""
+    batches = [[(0, [("clicks", b"a", b"/x", 100)]), (0, [("clicks", b"b", b"/y", 5)])]]
+
+    def make() -> Topology:
+        return AGGREGATIONS["hopping-updates"]("count")
+
+    got, drops = runner_output(make, batches, "out", 0)
+    assert drops == Counter({"expired-window": 1})
+    assert (got, drops) == per_partition_drivers(make, batches, "out")
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_topics_in_chunks_of_their_own_read_side_by_side(seed: int) -> None:
+    """Clicks and taps of one partition, each topic a chunk of its own (as Spark's Kafka
+    source gives them), in timestamp order: what a task merging them lowest timestamp first
+    gives, though each chunk is read on its own."""
+    from .test_distributed_sources import click_and_tap_rows, merged_counts
+
+    data = click_and_tap_rows(seed)
+    parts = [list(part) for part in batches(data, 3)]
+    micro_batches = [[chunk_table([r for r in part if r[0] == topic], 0)
+                      for topic in ("taps", "clicks")] for part in parts]
+    got, drops = distributed_run(merged_counts(), micro_batches)
+    expected, expected_drops = driver_run(merged_counts(), task_order(data, 3), "counts")
+    assert Counter((k, v, ts) for t, k, v, ts in got if t == "counts") == Counter(expected)
+    assert drops == expected_drops
