@@ -9,7 +9,9 @@ time limits and drops alike.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from hypothesis_profiles import examples
 from suppress import BufferConfig
 from topology import Serdes, Topology
 from topology.errors import IllegalStateError
+from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket
 from topology.spark._compile import compile_topology
 from topology.state.codec import encode
@@ -27,7 +30,7 @@ from topology.windows import Window, Windowed
 
 from .harness import chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, task_order
-from .test_distributed import rate_limited_levels
+from .test_distributed import rate_limited_levels, stream_of, write_parquet
 from .test_distributed_aggregations import SUPPRESSIONS, windowed_clicks
 
 LEVEL = Serdes.long().serialize
@@ -205,3 +208,53 @@ def test_topics_in_chunks_of_their_own_read_side_by_side(seed: int) -> None:
     expected, expected_drops = driver_run(merged_counts(), task_order(data, 3), "counts")
     assert Counter((k, v, ts) for t, k, v, ts in got if t == "counts") == Counter(expected)
     assert drops == expected_drops
+
+
+# -- on Spark: one end-to-end run per kind of batched step ------------------------------------
+
+def spark_run(spark: Any, tmp_path: Path, make: Any, batches: list[list[Piece]], topic: str
+              ) -> Counter[Any]:
+    """The runner on Spark, one Parquet file per micro-batch (its partitions' rows mixed)."""
+    import pyarrow as pa
+
+    write_parquet(tmp_path / "in", [pa.concat_tables([chunk_table(part, p) for p, part in batch])
+                                    for batch in batches])
+    out = sinks.memory()
+    source = "levels" if topic == "levels-limited" else "clicks"
+    runner = DistributedRunner(make(), sources={source: stream_of(spark, tmp_path / "in")},
+                               sinks={topic: out}, checkpoint_dir=str(tmp_path / "chk"))
+    runner.run_available()
+    return Counter((r.key, r.value, r.timestamp) for r in out.read_records_to_list())
+
+
+def lagging_partitions(topic: str, value: Any, seed: int) -> list[list[Piece]]:
+    """Three partitions, the second far behind the others, each out of order."""
+    rng = random.Random(seed)
+    streams = []
+    for start in (5_000, 0, 4_000):
+        rows = [(topic, rng.choice([b"a", b"b", b"c"]), value(rng),
+                 max(0, start + 10 * i - rng.choice([0, 0, 30, 200]))) for i in range(60)]
+        streams.append(rows)
+    return [[(p, rows[i * 20:(i + 1) * 20]) for p, rows in enumerate(streams)]
+            for i in range(3)]
+
+
+def test_final_results_on_spark_give_one_driver_per_partition(rocksdb_state: Any,
+                                                              tmp_path: Path) -> None:
+    batches = lagging_partitions("clicks", lambda rng: rng.choice([b"/x", b"/y"]), 1)
+
+    def make() -> Topology:
+        return windowed_clicks("count", "tumbling")
+
+    expected, drops = per_partition_drivers(make, batches, "out")
+    assert len(expected) > 20 and drops  # late within a partition, none across them
+    assert spark_run(rocksdb_state, tmp_path, make, batches, "out") == expected
+
+
+def test_time_limits_on_spark_give_one_driver_per_partition(rocksdb_state: Any,
+                                                            tmp_path: Path) -> None:
+    batches = lagging_partitions("levels", lambda rng: LEVEL(rng.randrange(9)), 2)
+    expected, _ = per_partition_drivers(rate_limited_levels, batches, "levels-limited")
+    assert len(expected) > 20
+    assert spark_run(rocksdb_state, tmp_path, rate_limited_levels, batches,
+                     "levels-limited") == expected

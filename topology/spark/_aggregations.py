@@ -1,42 +1,38 @@
 """Aggregations of grouped streams as a batched ``transformWithStateInPandas`` processor.
 
-Every aggregation that Spark's own windowed aggregation does not compute runs here:
-aggregations without windows, sliding windows (Spark's windows start at fixed multiples of
-the slide; a sliding window starts at each record), and time or session windows that emit
-every update, are rate-limited (``until_time_limit``) or keep their final results in a
-bounded buffer (Spark keeps every open window; whether the query stops is the bound's). As
-for a rate-limited table (:mod:`topology.spark._time_limit`), keys are grouped into buckets
-by a hash of their bytes (:func:`buckets`: :data:`BUCKETS`, or one for a bounded buffer,
-whose bound is the whole buffer's as in a task; a null key goes to bucket 0, where the
-aggregation drops and counts it): one call handles every record of a bucket in a
-micro-batch, and the bucket's whole state is one state value (the state codec's bytes,
-never pickle), read once and written once: the aggregates its keys may still update, and
-the suppression's buffer. Without windows every key's aggregate is kept, each encoded on
-its own and filed under the key's bytes: a call decodes and encodes again only the
-aggregates of the keys its records name, so its cost follows its records, not the keys
-the bucket holds.
+Every aggregation of a grouped stream runs here (but a windowed one after an as-of join):
+without windows, in time, session or sliding windows, with final results, rate-limited
+(``until_time_limit``) or emitting every update. The keys of each input partition are
+grouped into buckets by a hash of their bytes (:func:`buckets`: :data:`BUCKETS`, or one for a
+bounded buffer, whose bound is the whole task's as in Kafka; a null key goes to bucket 0,
+where the aggregation drops and counts it); a key group is a bucket of one partition
+(:func:`~topology.spark._stages.group`). One call handles every record of a group in a
+micro-batch, and the group's whole state is one state value (the state codec's bytes, never
+pickle), read once and written once: its partition's stream time, the aggregates its keys
+may still update, and the suppression's buffer. Without windows every key's aggregate is
+kept, each encoded on its own and filed under the key's bytes: a call decodes and encodes
+again only the aggregates of the keys its records name, so its cost follows its records,
+not the keys the group holds.
 
-Inside a call the library's own parts do the work, as in a task: the topology's
-aggregation on the topology's in-memory store (the state restored into it), feeding the
-suppression engine with the node's config (or, without one, ``to_stream()`` with every
-update), whose results go through the post chain. Records go in arrival order. The stream
-time is the time limit's: at the start of a micro-batch, Spark's watermark (the largest
-timestamp of the earlier micro-batches), and before each record also the largest timestamp
-that reached the aggregation earlier in the same partition of the micro-batch (the ``st``
-column). The aggregation drops a record whose windows are closed for that time and counts
-it (``dropped-records-total``, in the call's ``AggregationBucket.host.metrics``, and logged
-on the executor), as a task does; a call sends its drops on as
-:data:`~topology.spark._compile.DROPS` rows, which the runner counts in its metrics.
-What the suppression holds when it becomes due without another record of its bucket leaves
-through an event-time timer at its due time, which Spark fires once the watermark reaches
-it (at the latest in its last micro-batch without data). A full shut-down buffer raises
-:class:`~suppress.BufferFullError` in the call, which fails the query, as it stops a task.
+Inside a call the library's own parts do the work, as in a task: the topology's aggregation
+on the topology's in-memory store (the state restored into it), feeding the suppression
+engine with the node's config (or, without one, ``to_stream()`` with every update), whose
+results go through the post chain. Records go in arrival order, and the stream time is the
+task's: before each record, the largest timestamp its partition routed to the aggregation
+before it (earlier micro-batches, earlier chunks, earlier records of its chunk: see
+:func:`~topology.spark._stages.unpacked`), and at the end of the call the largest of the
+micro-batch, which the group learns from its partition's ticks even without a record of its
+own. The aggregation drops a record whose windows are closed for that time and counts it
+(``dropped-records-total``, in the call's ``AggregationBucket.host.metrics``, and logged on
+the executor), as a task does; a call sends its drops on as
+:data:`~topology.spark._compile.DROPS` rows, which the runner counts in its metrics. A full
+shut-down buffer raises :class:`~suppress.BufferFullError` in the call, which fails the
+query, as it stops a task. The processor runs without a time mode: no timers, and Spark's
+watermark drops none of its input.
 
-The records reach the processor packed, one row per bucket and input batch of the
+The records reach the processor packed, one row per group and input batch of the
 ``mapInArrow`` stage before it (:func:`~topology.spark._stages.packed_frame`, which also
-drops and counts null keys), and without an event-time column (the watermark only times
-the processor), so Spark drops none of them as late: the aggregation decides, and counts, as
-in a task.
+drops and counts null keys), followed by the stage's ticks.
 """
 
 from __future__ import annotations
@@ -223,7 +219,7 @@ def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
 
 
 class BatchedAggregationProcessor(StatefulProcessor):
-    """The aggregation of one bucket of keys; emits the post chain's records as a frame."""
+    """The aggregation of one key group; emits the post chain's records as a frame."""
 
     def __init__(self, spec: BatchedAggregationSpec, post: ChainSpec) -> None:
         self._spec = spec

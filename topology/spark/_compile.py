@@ -6,27 +6,27 @@
   output topic (``filter``, ``map``, ``map_values``, ``flat_map``, ``flat_map_values``,
   ``select_key``, ``peek``, ``merge``, repartitions). They run on the executors in
   ``mapInArrow``, the user's functions called by the library's own processors.
-- **window**: one time-windowed or session-windowed ``count``/``reduce``/``aggregate`` whose
-  only child is ``suppress(until_window_closes(...))`` with an unbounded (or spilling)
-  buffer, followed by ``to_stream()``. It becomes Spark's ``withWatermark`` +
-  ``groupBy(window(...))`` (sessions: ``session_window(...)``) aggregation in append mode.
-- or **batched**: any other aggregation of a grouped stream (without windows, or in time,
-  session or sliding windows), followed by ``to_stream()`` (every update), or by a
-  suppression (``until_time_limit``, or ``until_window_closes`` for sliding windows or with
-  a bounded buffer) and ``to_stream()``: Spark has no operator for these, so it runs in
-  ``transformWithStateInPandas`` by :mod:`topology.spark._aggregations`, the library's own
-  aggregation and suppression, a bucket of keys per call (one bucket for a bounded buffer);
-  a table aggregation the same way, after its **regroup**: the table source and its
-  ``group_by`` (``b.table(topic).group_by(...)``, read by nothing else) in a batched
-  processor of their own (:mod:`topology.spark._regroup`);
+- **batched**: an aggregation of a grouped stream (without windows, or in time, session or
+  sliding windows), followed by ``to_stream()`` (every update), or by a suppression
+  (``until_window_closes`` or ``until_time_limit``, any buffer) and ``to_stream()``: it
+  runs in ``transformWithStateInPandas`` by :mod:`topology.spark._aggregations`, the
+  library's own aggregation and suppression, a key group (a bucket of keys of one input
+  partition) per call, with the partition's stream time (one bucket per partition for a
+  bounded buffer); a table aggregation the same way, after its **regroup**: the table
+  source and its ``group_by`` (``b.table(topic).group_by(...)``, read by nothing else) in a
+  batched processor of their own (:mod:`topology.spark._regroup`);
 - or **limit**: a table source whose only child is ``suppress(until_time_limit(d, ...))``,
   followed by ``to_stream()``: run in Spark's ``transformWithStateInPandas`` by
   :mod:`topology.spark._time_limit` (a bounded buffer in one bucket of keys);
 - or **join**: a stream's ``join``/``left_join`` (with or without ``grace``) with a versioned
   table source that nothing else reads: both run in one ``transformWithStateInPandas``
   (:mod:`topology.spark._join`), and so does the **joined** chain, the join node and the
-  stateless stream nodes after it, up to output topics or a **window** (above) that only
-  the join feeds: the aggregation then runs on the joined records;
+  stateless stream nodes after it, up to output topics or a **window** that only the join
+  feeds: one time-windowed or session-windowed ``count``/``reduce``/``aggregate`` whose
+  only child is ``suppress(until_window_closes(...))`` with an unbounded (or spilling)
+  buffer, followed by ``to_stream()``, which becomes Spark's ``withWatermark`` +
+  ``groupBy(window(...))`` (sessions: ``session_window(...)``) aggregation in append mode
+  on the joined records;
 - **post**: the stateless stream nodes after the ``to_stream()`` of the window, the batched
   aggregation or the limit, up to output topics.
 

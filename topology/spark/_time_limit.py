@@ -2,29 +2,24 @@
 
 Spark has no operator for it, and a processor grouped per key pays a state-store round trip
 per key and micro-batch (measured at about 30 times slower than Spark's own aggregation).
-So keys are grouped into :data:`BUCKETS` buckets by a hash of their bytes (one bucket for a
-bounded buffer, see :func:`buckets`): one call
-handles every record of a bucket in a micro-batch, and the bucket's whole buffer is one
-state value (the state codec's bytes, never pickle), read once and written once.
-The records reach it packed: one row per bucket and input batch of the ``mapInArrow`` stage
-before it (:func:`~topology.spark._stages.packed_frame`), so Spark moves, sorts and converts
-to pandas a few rows per micro-batch, not one per record.
-
-Spark's watermark only times the processor: its input carries no event-time column, so
-Spark drops none of it as late, and a record behind the watermark is buffered as a task
-buffers a record behind its stream time.
+So the keys of each input partition are grouped into :data:`BUCKETS` buckets by a hash of
+their bytes (one bucket per partition for a bounded buffer, see :func:`buckets`): one call
+handles every record of such a key group in a micro-batch, and the group's whole buffer and
+its partition's stream time are one state value (the state codec's bytes, never pickle),
+read once and written once. The records reach it packed: one row per group and input batch
+of the ``mapInArrow`` stage before it (:func:`~topology.spark._stages.packed_frame`),
+followed by the stage's ticks, so Spark moves, sorts and converts to pandas a few rows per
+micro-batch, not one per record.
 
 Inside a call the library's own :class:`~suppress.processor.SuppressProcessor` does the work,
-restored from the state value, on the records in arrival order. Its stream time is the
-task's, rebuilt: at the start of a micro-batch, Spark's watermark (the largest timestamp of
-the earlier micro-batches: event times are shifted by 1 ms and the delay is 1 ms, so that
-Spark, which drops input at or below a watermark starting at 0, keeps a record at 0 or at
-the previous largest timestamp); before each record, also the largest timestamp
-that reached the suppression earlier in the same partition of the micro-batch (the ``st``
-column), so keys due before a record leave with the value they had then. Keys that become
-due without another record of their bucket leave through an event-time timer at their
-``buffer time + limit``, which Spark fires once the watermark reaches it (at the latest in
-its last micro-batch without data).
+restored from the state value, on the records in arrival order, with the task's stream time:
+before each record, the largest timestamp its partition routed to the suppression before it
+(see :func:`~topology.spark._stages.unpacked`), so keys due before a record leave with the
+value they had then; at the end of the call, the largest of the micro-batch, which a group
+learns from its partition's ticks even without a record of its own, so the keys it made due
+leave in that micro-batch. The processor runs without a time mode: no timers, and Spark's
+watermark drops none of its input (a record behind its partition's time is buffered as a
+task buffers it).
 """
 
 from __future__ import annotations
@@ -70,7 +65,7 @@ _STATE = StructType([StructField("buffer", BinaryType())])
 
 
 class TimeLimitProcessor(StatefulProcessor):
-    """The suppression of one bucket of keys; emits the post chain's records as a frame."""
+    """The suppression of one key group; emits the post chain's records as a frame."""
 
     def __init__(self, spec: TimeLimitSpec, post: ChainSpec) -> None:
         self._spec = spec
