@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,6 +33,8 @@ from .harness import chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, task_order
 from .test_distributed import rate_limited_levels, stream_of, write_parquet
 from .test_distributed_aggregations import SUPPRESSIONS, windowed_clicks
+from .test_distributed_sources import merged_counts
+from .test_distributed_table_aggregations import balances
 
 LEVEL = Serdes.long().serialize
 Piece = tuple[int, list[Row]]
@@ -215,8 +218,6 @@ def test_topics_in_chunks_of_their_own_read_side_by_side(seed: int) -> None:
 def spark_run(spark: Any, tmp_path: Path, make: Any, batches: list[list[Piece]], topic: str
               ) -> Counter[Any]:
     """The runner on Spark, one Parquet file per micro-batch (its partitions' rows mixed)."""
-    import pyarrow as pa
-
     write_parquet(tmp_path / "in", [pa.concat_tables([chunk_table(part, p) for p, part in batch])
                                     for batch in batches])
     out = sinks.memory()
@@ -258,3 +259,73 @@ def test_time_limits_on_spark_give_one_driver_per_partition(rocksdb_state: Any,
     assert len(expected) > 20
     assert spark_run(rocksdb_state, tmp_path, rate_limited_levels, batches,
                      "levels-limited") == expected
+
+
+# -- several topics of one partition, and a table aggregation's re-key -------------------------
+
+@st.composite
+def two_topics(draw: st.DrawFn) -> list[Row]:
+    """Clicks and taps of one partition, each topic's timestamps in any order."""
+    rows: list[Row] = []
+    for topic, value in (("clicks", b"/x"), ("taps", b'{"page": "/t"}')):
+        for _ in range(draw(st.integers(1 if topic == "clicks" else 0, 8))):
+            rows.append((topic, draw(st.sampled_from([b"a", b"b", b"c"])), value,
+                         draw(st.integers(0, 1_000))))
+    return rows
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(rows=two_topics(), one_chunk=st.booleans())
+def test_topics_of_a_partition_merge_lowest_timestamp_first(rows: list[Row],
+                                                           one_chunk: bool) -> None:
+    """Each topic a chunk of its own (Spark's Kafka source) or one chunk of both: the key
+    groups take the records as a task merging the topics by head timestamp does."""
+    by_topic = [[r for r in rows if r[0] == topic] for topic in ("clicks", "taps")]
+    chunks = [chunk_table(mine, 0) for mine in by_topic if mine]
+    if one_chunk and len(chunks) == 2:
+        chunks = [pa.concat_tables(chunks)]
+    got, drops = distributed_run(merged_counts(False), [chunks] if chunks else [])
+    expected, expected_drops = driver_run(merged_counts(False), task_order(rows, 1), "counts")
+    assert Counter((k, v, ts) for t, k, v, ts in got if t == "counts") == Counter(expected)
+    assert drops == expected_drops
+
+
+def test_a_record_behind_its_topic_waits_for_the_other_topics_head() -> None:
+    """Clicks a@1000, b@1 and a tap b@500 in groups of their own: the task takes the tap
+    before a@1000, so only b@1 is late."""
+    clicks = [("clicks", b"a", b"/x", 1_000), ("clicks", b"b", b"/x", 1)]
+    taps = [("taps", b"b", b'{"page": "/t"}', 500)]
+    later = [("clicks", b"c", b"/x", 5_000)]
+    got, drops = distributed_run(merged_counts(False), [
+        [chunk_table(clicks, 0), chunk_table(taps, 0)], [chunk_table(later, 0)]])
+    expected, expected_drops = driver_run(merged_counts(False), [*taps, *clicks, *later],
+                                          "counts")
+    assert expected_drops == Counter({"expired-window": 1})
+    assert (Counter((k, v, ts) for t, k, v, ts in got if t == "counts"), drops) == \
+        (Counter(expected), expected_drops)
+
+
+@st.composite
+def account_partitions(draw: st.DrawFn) -> list[list[Row]]:
+    """Account rows of two partitions, each account in one, timestamps in any order."""
+    out = []
+    for keys in ((b"a", b"b"), (b"c", b"d")):
+        rows = []
+        for _ in range(draw(st.integers(0, 6))):
+            key = draw(st.sampled_from(keys))
+            region = "east" if key in (b"a", b"c") else "south"
+            rows.append(("accounts", key, f"{region}:{draw(st.integers(1, 5))}".encode(),
+                         draw(st.integers(0, 200))))
+        out.append(rows)
+    return out
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(parts=account_partitions())
+def test_a_table_aggregation_runs_as_one_repartition_partition(parts: list[list[Row]]) -> None:
+    """Two partitions in one chunk: the re-grouped changes reach the rate-limited
+    aggregation as one repartition partition takes them, partition after partition."""
+    chunk = pa.concat_tables([chunk_table(rows, p) for p, rows in enumerate(parts)])
+    got, _ = distributed_run(balances("reduce", 10), [[chunk]])
+    expected, _ = driver_run(balances("reduce", 10), parts[0] + parts[1])
+    assert Counter((k, v, ts) for _, k, v, ts in got) == Counter(expected)

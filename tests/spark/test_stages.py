@@ -81,7 +81,8 @@ def test_a_record_takes_the_time_of_its_partitions_earlier_chunks(
 
 
 def test_chunks_of_different_topics_are_read_side_by_side() -> None:
-    """A chunk counts the earlier chunks' records of its own topic only."""
+    """A chunk counts the earlier chunks' records of its own topic only; the topics merge
+    by head timestamp (topic b's record at 5 before topic a's, whose head is 100)."""
     import pandas as pd
 
     first = ("k", "v", 100, (), 0 << CHUNK_BITS, -1, "a")
@@ -92,5 +93,17 @@ def test_chunks_of_different_topics_are_read_side_by_side() -> None:
                             + [encode((0, {"a": 100}, [])), encode((1, {"b": 5}, [])),
                                encode((2, {"a": 6}, []))]})]
     records, time, _ = unpacked(frames)
-    assert [r[5] for r in records] == [-1, -1, 100]
+    assert [(r[2], r[5]) for r in records] == [(5, -1), (100, -1), (6, 100)]
     assert time == 100
+
+
+def test_a_chunk_number_out_of_range_is_refused() -> None:
+    import pytest
+
+    from topology.spark._stages import MAX_SOURCES, MAX_SPARK_PARTITIONS, chunk_of
+
+    assert chunk_of(MAX_SOURCES - 1, MAX_SPARK_PARTITIONS - 1) < 1 << (63 - CHUNK_BITS)
+    with pytest.raises(ValueError, match="Spark partition"):
+        chunk_of(0, MAX_SPARK_PARTITIONS)
+    with pytest.raises(ValueError, match="source"):
+        chunk_of(MAX_SOURCES, 0)

@@ -5,10 +5,11 @@ task per input partition on Spark's driver, fed each micro-batch through Arrow, 
 state and batch id together so that replayed batches are skipped
 (``CheckpointMismatchError`` for a batch of another checkpoint; ``RunnerTotals`` counts what
 it did). ``DistributedRunner`` compiles a topology to Spark operators run on the executors
-(stateless steps in ``mapInArrow``, final windowed results as Spark's watermarked window
-aggregation), refusing what it cannot compile (``UnsupportedTopologyError``). ``Columns``
-maps DataFrame columns to the parts of a record (Spark's Kafka source schema by default);
-``sinks`` holds where output records go; ``local_session`` starts a local SparkSession with
+(stateless steps in ``mapInArrow``, aggregations and time limits in batched
+``transformWithStateInPandas`` processors with a stream time per input partition), refusing
+what it cannot compile (``UnsupportedTopologyError``). ``Columns`` maps DataFrame columns to
+the parts of a record (Spark's Kafka source schema by default); ``sinks`` holds where output
+records go; ``local_session`` starts a local SparkSession with
 settings that suit one machine. pyspark and pyarrow are imported only here (the ``spark`` extra).
 """
 

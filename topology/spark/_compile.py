@@ -380,9 +380,7 @@ def compile_topology(topology: Topology) -> Plan:
         if isinstance(definition, Aggregation | StreamTableJoin) or _time_limit(definition):
             if stateful is not None and not (
                     join_node is not None and window_node is None
-                    and _windowed(definition)) and not (
-                    window_node is not None and join_node is None and limit is None
-                    and isinstance(definition, StreamTableJoin)):
+                    and _windowed(definition)):
                 raise _refuse(node, f"the runner compiles one stateful aggregation or "
                                     f"join per topology, or an as-of join followed by "
                                     f"a time- or session-windowed aggregation, and "
@@ -572,8 +570,8 @@ def _check_idle_close(node: GraphNode) -> None:
     if definition.suppressed.idle_close_ms is not None:
         raise _refuse(node, "idle close (with_idle_close) moves a suppression's stream "
                       "time with the wall clock while no input arrives; the runner's time is "
-                      "Spark's watermark, which moves only with input (ForeachBatchRunner "
-                      "runs it, its wall clock being the driver's)")
+                      "its input partitions' stream times, which move only with input "
+                      "(ForeachBatchRunner runs it, its wall clock being the driver's)")
 
 
 def _check_time_limit(node: GraphNode, definition: Suppression) -> GraphNode:

@@ -4,18 +4,21 @@ Between its Spark operators the runner moves records in one Arrow layout, the *r
 frame* (:data:`FRAME`): ``route`` (an output topic's index, or the aggregation), the key and
 value as the state codec's bytes of the objects the topology produced (never pickle), the
 timestamp in ms, the headers (the codec's bytes, null for none), the aggregation's key bytes
-``kb`` (null elsewhere) and ``seq``, the record's position in its partition's micro-batch.
+``kb`` (null elsewhere) and ``seq``, the record's position in the micro-batch.
 The encoded values are written and read only by the runner's own operators within one query,
 never taken from a topic.
 
 :class:`Chain` runs stateless nodes with the library's own processors (the same code, and
-errors, as a task); :func:`window_records` turns the rows Spark's aggregation emits into the
-records the suppression would emit, then through the post chain.
+errors, as a task); :func:`pre_stage` frames each chunk of a micro-batch for the stateful
+node, packed per key group with its partitions' ticks (:func:`packed_frame`,
+:func:`tick_rows`), which a batched processor reads back with the task's stream time
+(:func:`unpacked`); :func:`window_records` turns the rows Spark's aggregation emits (a window
+after an as-of join) into the records the suppression would emit, then through the post
+chain.
 """
 
 from __future__ import annotations
 
-import heapq
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter
@@ -36,24 +39,27 @@ from ..windows import Window, Windowed
 from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec, WindowSpec
 from .columns import BatchPlan
 
-__all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "BucketHost", "Chain", "chunk_of",
-           "drop_counts",
+__all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "MAX_SOURCES",
+           "MAX_SPARK_PARTITIONS", "BucketHost", "Chain", "chunk_of", "drop_counts",
            "drop_frame", "frame", "group", "load_state", "outputs_frame", "pack_rows",
            "packed_frame", "pre_stage", "records_of_frame", "save_state", "tick_rows",
            "time_and_state", "timed_state", "unpacked", "window_records")
 
 BUCKETS = 8
-"""Key buckets of a stateful step run in ``transformWithStateInPandas`` without a bound that
-spans its keys: groups of ``transformWithState``, keys by ``crc32(key bytes) % BUCKETS``;
-each call handles a bucket's records of a micro-batch."""
+"""Key buckets per input partition of a stateful step run in ``transformWithStateInPandas``
+without a bound that spans its keys: keys by ``crc32(key bytes) % BUCKETS``; a bucket of one
+partition is a key group (:func:`group`), and each call handles a group's records of a
+micro-batch."""
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
                    ("seq", pa.int64()), ("st", pa.int64()), ("tp", pa.string())])
 """The record frame: the Arrow layout of records between the runner's operators.
 
-``st`` is, for a record reaching the stateful node, the largest timestamp of the records
-that reached it before in the same partition of the micro-batch (-1 for none). For a record
+``seq`` is a record's position: its chunk (:func:`chunk_of`) shifted by :data:`CHUNK_BITS`,
+plus its place in the chunk. ``st`` is, for a record reaching the stateful node, the largest
+timestamp of its input partition's records that reached it before in the chunk (-1 for
+none; a batched processor adds the earlier chunks, see :func:`unpacked`). For a record
 the as-of join sends on to a windowed aggregation, ``seq`` is the position of the stream
 record it joined and ``st`` its index among the records that one gave, so that the
 aggregation folds them in the order the stream records arrived. ``tp``, for a record reaching
@@ -351,12 +357,24 @@ micro-batch's records a ``mapInArrow`` task read (its source DataFrame's index, 
 Spark's partition id; see :func:`chunk_of`)."""
 
 
+MAX_SOURCES = 1 << 7
+MAX_SPARK_PARTITIONS = 1 << 20
+"""The source DataFrames and the Spark partitions of one that :func:`chunk_of` numbers."""
+
+
 def chunk_of(source: int, partition_id: int) -> int:
     """The chunk of a source DataFrame's Spark partition: chunks sort as a task takes them.
 
     Chunks of one micro-batch are taken source by source, each source's in Spark's
     partition order (the order ``foreachBatch`` collects them in).
+
+    :raises ValueError: for a source index or Spark partition id beyond
+        :data:`MAX_SOURCES` or :data:`MAX_SPARK_PARTITIONS`.
     """
+    if not (0 <= source < MAX_SOURCES and 0 <= partition_id < MAX_SPARK_PARTITIONS):
+        raise ValueError(f"source {source} (at most {MAX_SOURCES - 1}) or Spark partition "
+                         f"{partition_id} (at most {MAX_SPARK_PARTITIONS - 1}) out of range: "
+                         f"repartition the input into fewer Spark partitions")
     return (source << 20) | partition_id
 
 
@@ -462,8 +480,8 @@ def unpacked(frames: Iterable[Any]
     ``frames`` are the pandas frames a batched processor gets (:func:`packed_frame`'s and
     :func:`tick_rows`' rows of one group). Each record is ``(key, value, timestamp,
     headers, seq, st, topic)``, each topic's sorted by ``seq`` (stably: the records one
-    record gave keep their order), the topics merged lowest timestamp first (Kafka's
-    ``PartitionGroup``, on the group's records). Its ``st`` becomes the largest timestamp
+    record gave keep their order), the topics merged lowest head timestamp first (Kafka's
+    ``PartitionGroup``; see :func:`_merge_order`). Its ``st`` becomes the largest timestamp
     its partition routed to the stateful node before it in the micro-batch: in its own
     chunk (all topics, merged by
     timestamp there), and in the earlier chunks, of its own topic: a chunk's records of a
@@ -493,25 +511,33 @@ def unpacked(frames: Iterable[Any]
     if len(before) > 1:
         records = [(k, v, ts, h, seq, max(st, before.get(seq >> CHUNK_BITS, {}).get(topic, -1)),
                     topic) for k, v, ts, h, seq, st, topic in records]
-    by_topic: dict[str, list[tuple[Any, ...]]] = {}
-    for record in records:
-        by_topic.setdefault(record[6], []).append(record)
-    if len(by_topic) > 1:  # side by side: lowest timestamp first, as a task merges them
-        records = list(heapq.merge(*[by_topic[t] for t in sorted(by_topic)],
-                                   key=itemgetter(2)))
+    if len({record[6] for record in records}) > 1:
+        records.sort(key=_merge_order)
     return records, max(running.values(), default=-1), tops
+
+
+def _merge_order(record: tuple[Any, ...]) -> tuple[int, int]:
+    """Where a record comes when topics are merged lowest head timestamp first.
+
+    Taking the sequence whose next record has the lowest timestamp is taking records by
+    their sequence's running maximum (``max(timestamp, st)``), then by position: within a
+    sequence that key never falls, and a record behind its sequence's maximum follows the
+    record that set it.
+    """
+    return max(record[2], record[5]), record[4]
 
 
 def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
               serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]],
               spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None,
-              pack: int | None = None, source: int = 0, rekeyed: bool = False
+              pack: int | None = None, source: int = 0, rekeyed: bool = False,
+              regrouped: bool = False
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of one source DataFrame: decode, run the pre chain, frame.
 
     ``topics``: the topic (a ``str``) or topics the DataFrame may hold. With several, the
-    plan's topic column says each row's topic (:meth:`~topology.spark.columns.BatchPlan.decode`
-    refuses a row of another topic, naming it). Records go through the chain input partition
+    plan's topic column says each row's topic (decoding refuses a row of another topic,
+    naming it). Records go through the chain input partition
     by input partition, each partition's topics merged lowest timestamp first, as a task
     takes them (with several topics, over the whole chunk: the task's records are read
     before any is run). ``serdes``: the ``Consumed`` serdes of each of them.
@@ -520,6 +546,11 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
     (:func:`tick_rows`); ``None``: a row per record (:func:`frame`). ``source``: the
     DataFrame's index among the sources (see :func:`chunk_of`). ``rekeyed``: the records
     reach the stateful node through a repartition, whose one partition takes them all.
+    ``regrouped``: the node (a table's ``group_by``) keeps its rows per input partition, but
+    its changes go through a repartition: their time (``st``) spans the chunk's partitions.
+
+    :raises ValueError: (in the task) for a Spark partition id or a chunk too large for the
+        positions (:data:`CHUNK_BITS`).
     """
     readable = frozenset([topics] if isinstance(topics, str) else topics)
 
@@ -546,12 +577,16 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
                 chain.feed(name, records, partition)
             out, read_from = chain.take_with_topics()
             at = 0 if rekeyed else partition
+            timed = 0 if rekeyed or regrouped else partition
+            if seq + len(out) >= (chunk + 1) << CHUNK_BITS:
+                raise ValueError(f"a Spark partition of the micro-batch gave more than "
+                                 f"2**{CHUNK_BITS} records: split the input further")
             if pack is None or key_bytes is None:
-                batch, seen[at] = frame(out, key_bytes, seq, seen.get(at, -1),
-                                        topics=read_from)
+                batch, seen[timed] = frame(out, key_bytes, seq, seen.get(timed, -1),
+                                           topics=read_from)
             else:
-                batch, seen[at] = packed_frame(out, key_bytes, seq, at, seen.get(at, -1),
-                                               pack, chunk, read_from)
+                batch, seen[timed] = packed_frame(out, key_bytes, seq, at,
+                                                  seen.get(timed, -1), pack, chunk, read_from)
                 mine = tops.setdefault(at, {})
                 for record, topic in zip(out, read_from, strict=True):
                     if record[0] < 0 and record[3] > mine.get(topic, -1):

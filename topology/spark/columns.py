@@ -1,9 +1,9 @@
 """Which DataFrame columns hold a record's parts, and how a micro-batch becomes records.
 
 :class:`Columns` names the columns. :func:`plan` checks a mapping against a DataFrame's Spark
-schema before anything is read; :meth:`BatchPlan.decode` turns the Arrow table of one
-micro-batch into runs of ``(key, value, timestamp)`` tuples, one run per stretch of
-consecutive records of one topic, in the DataFrame's order.
+schema before anything is read; :meth:`BatchPlan.decode_partitions` turns the Arrow table of
+one micro-batch into ``(key, value, timestamp)`` tuples per input partition and topic, each
+in the DataFrame's order.
 
 Decoding is column-wise where Arrow can do it: binary columns read by the built-in
 ``Serdes.string()``, ``long()``, ``integer()``, ``double()`` or ``bytes()`` are converted a
@@ -118,47 +118,21 @@ class BatchPlan:
     single_topic: str | None
     """The topology's only source topic, when the batch has no topic column."""
 
-    def decode(self, table: pa.Table, topics: frozenset[str],
-               serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]]
-               ) -> list[tuple[str, list[tuple[Any, ...]]]]:
-        """The micro-batch as ``(topic, records)`` runs, in the DataFrame's order.
-
-        ``records`` are ``(key, value, timestamp)`` tuples, ``(key, value, timestamp,
-        headers)`` for a record with headers. Every record is checked and decoded before the
-        first run is returned, so an error leaves nothing half-processed.
-
-        :param topics: the source topics the topology reads.
-        :param serdes: per topic, the source's ``Consumed`` key and value serdes.
-        :raises ColumnMappingError: for a null or negative timestamp, a null topic, or a
-            topic the topology does not read (naming it and the row).
-        :raises topology.SerdeError: for a key or value its serde cannot read.
-        """
-        n = table.num_rows
-        if n == 0:
-            return []
-        names, codes, per_topic, _ = self._per_topic(table, topics, serdes)
-        if codes is None:
-            return [(names[0], per_topic[0])]
-        runs = []
-        starts = np.flatnonzero(np.diff(codes)) + 1
-        bounds = [0, *starts.tolist(), n]
-        taken = [0] * len(names)
-        for start, end in zip(bounds, bounds[1:], strict=False):
-            index = int(codes[start])
-            first = taken[index]
-            taken[index] = first + end - start
-            runs.append((names[index], per_topic[index][first:taken[index]]))
-        return runs
-
     def decode_partitions(self, table: pa.Table, topics: frozenset[str],
                           serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]]
                           ) -> dict[int, dict[str, list[tuple[Any, ...]]]]:
         """The micro-batch's records per partition, then per topic, each in its order.
 
-        Without a partition column every record is of partition 0. Records are checked and
-        decoded as :meth:`decode` does, all before any is returned.
+        ``records`` are ``(key, value, timestamp)`` tuples, ``(key, value, timestamp,
+        headers)`` for a record with headers. Without a partition column every record is of
+        partition 0. Every record is checked and decoded before any is returned, so an error
+        leaves nothing half-processed.
 
-        :raises ColumnMappingError: as :meth:`decode`, and for a null or negative partition.
+        :param topics: the source topics the topology reads.
+        :param serdes: per topic, the source's ``Consumed`` key and value serdes.
+        :raises ColumnMappingError: for a null or negative timestamp or partition, a null
+            topic, or a topic the topology does not read (naming it and the row).
+        :raises topology.SerdeError: for a key or value its serde cannot read.
         """
         if table.num_rows == 0:
             return {}
@@ -180,7 +154,7 @@ class BatchPlan:
                    serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]]
                    ) -> tuple[list[str], np.ndarray | None, list[list[tuple[Any, ...]]],
                               np.ndarray | None]:
-        """What :meth:`decode` and :meth:`decode_partitions` build on.
+        """What :meth:`decode_partitions` builds on.
 
         The topics' names, each row's topic index (``None``: one topic), the records of each
         topic in order, and each row's partition (``None``: no partition column).

@@ -57,7 +57,15 @@ from ..runtime.outputs import TestRecord
 from ..topology import Topology
 from ._compat import require_state_api, to_arrow
 from ._compile import AGGREGATION, DROPS, ChainSpec, Plan, compile_topology
-from ._stages import DROP_REASONS, FRAME, Chain, pre_stage, records_of_frame, window_records
+from ._stages import (
+    DROP_REASONS,
+    FRAME,
+    MAX_SOURCES,
+    Chain,
+    pre_stage,
+    records_of_frame,
+    window_records,
+)
 from .columns import BatchPlan, Columns, plan
 from .sinks import (
     KAFKA_SINK_DDL,
@@ -168,6 +176,9 @@ class DistributedRunner:
             single: Any = sources
             self._sources = [_Source(single, frozenset(compiled.sources),
                                      plan(columns, single.schema, compiled.sources))]
+        if len(self._sources) > MAX_SOURCES:
+            raise ValueError(f"{len(self._sources)} source DataFrames: the runner numbers at "
+                             f"most {MAX_SOURCES}; give one DataFrame holding the topics")
         self._query: Any = None
         self._lock = threading.Lock()
         self._save_lock = threading.Lock()
@@ -205,7 +216,7 @@ class DistributedRunner:
             selected = source.df.select(*[_col(name) for name in batch_plan.selected])
             frames.append(selected.mapInArrow(
                 pre_stage(batch_plan, source.topics, serdes, self._plan.pre, key_bytes, pack,
-                          index, self._plan.rekeyed),
+                          index, self._plan.rekeyed, self._plan.regroup is not None),
                 schema))
         return frames
 
@@ -456,8 +467,9 @@ class DistributedRunner:
                       options: Mapping[str, Any] | None = None) -> None:
         """Process all input available now, then stop (``trigger(availableNow=True)``).
 
-        Spark runs a last micro-batch without data after the input, so every window the
-        final watermark closes is emitted. Errors of the query (a column that does not
+        What the input's stream times made due is emitted (after an as-of join, Spark's
+        last micro-batch without data emits what the final watermark closes). Errors of
+        the query (a column that does not
         decode, an error in user code) are raised here. ``query_name`` and ``options`` as
         :meth:`start`.
         """
