@@ -18,15 +18,6 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from topology import Topology
 from topology.spark._compile import AGGREGATION, DROPS, OUTPUTS, compile_topology
@@ -34,11 +25,9 @@ from topology.spark._stages import pre_stage, records_of_frame
 from topology.spark.columns import plan as column_plan
 from topology.spark.distributed import packing
 
-KAFKA_SCHEMA = StructType([
-    StructField("key", BinaryType()), StructField("value", BinaryType()),
-    StructField("topic", StringType()), StructField("partition", IntegerType()),
-    StructField("offset", LongType()), StructField("timestamp", TimestampType()),
-    StructField("timestampType", IntegerType())])
+from .runner_child import kafka_schema
+
+KAFKA_SCHEMA = kafka_schema()
 """Spark's Kafka source schema (the chunks' tables are in its Arrow form)."""
 
 
