@@ -9,6 +9,7 @@ time limits and drops alike.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from suppress import BufferConfig
-from topology import Serdes, Topology
+from topology import Consumed, Materialized, Serdes, StreamsBuilder, Topology
 from topology.errors import IllegalStateError
 from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket
@@ -329,3 +330,47 @@ def test_a_table_aggregation_runs_as_one_repartition_partition(parts: list[list[
     got, _ = distributed_run(balances("reduce", 10), [[chunk]])
     expected, _ = driver_run(balances("reduce", 10), parts[0] + parts[1])
     assert Counter((k, v, ts) for _, k, v, ts in got) == Counter(expected)
+
+
+def keyed_conversions() -> Topology:
+    """Payments keyed by currency joined as of their time with the rates, 100 ms of grace."""
+    b = StreamsBuilder()
+    rates = b.table("rates", Consumed(key_serde=Serdes.string(), value_serde=Serdes.json()),
+                    Materialized.versioned("rates", 10_000))
+    (b.stream("payments", Consumed(key_serde=Serdes.string(), value_serde=Serdes.json()))
+     .join(rates, lambda amount, rate: round(amount * rate, 2), grace=100)
+     .to("converted"))
+    return b.build()
+
+
+def test_a_join_with_grace_keeps_a_grace_buffer_per_partition(rocksdb_state: Any,
+                                                              tmp_path: Path) -> None:
+    """Partition 0's payments are far ahead of partition 1's: each partition's grace buffer
+    has its own time, as each task's has."""
+    import pyarrow as pa
+
+    def rows(topic: str, key: bytes, start: int, value: Any) -> list[Row]:
+        return [(topic, key, json.dumps(value(i)).encode(), start + 40 * i) for i in range(12)]
+
+    streams = {0: (rows("rates", b"EUR", 5_000, lambda i: 1 + i / 10),
+                   rows("payments", b"EUR", 5_010, lambda i: 10 * i)),
+               1: (rows("rates", b"USD", 0, lambda i: 2 + i / 10),
+                   rows("payments", b"USD", 10, lambda i: 10 * i))}
+    for topic, index in (("rates", 0), ("payments", 1)):
+        write_parquet(tmp_path / topic, [pa.concat_tables(
+            [chunk_table(streams[p][index][b * 4:(b + 1) * 4], p) for p in (0, 1)])
+            for b in range(3)])
+    out = sinks.memory()
+    DistributedRunner(keyed_conversions(),
+                      sources={t: stream_of(rocksdb_state, tmp_path / t)
+                               for t in ("rates", "payments")},
+                      sinks={"converted": out},
+                      checkpoint_dir=str(tmp_path / "chk")).run_available()
+    expected: Counter[Any] = Counter()
+    for rates, payments in streams.values():
+        got, _ = driver_run(keyed_conversions(), task_order(
+            [r for b in range(3) for r in rates[b * 4:(b + 1) * 4] + payments[b * 4:(b + 1) * 4]],
+            3), "converted")
+        expected.update(got)
+    assert len(expected) > 15
+    assert Counter((r.key, r.value, r.timestamp) for r in out.read_records_to_list()) == expected

@@ -1,8 +1,10 @@
 """A stream's as-of join with a versioned table in a batched ``transformWithStateInPandas``.
 
 Table updates and stream records are unioned into one ``transformWithStateInPandas``, grouped
-by a hash bucket of the table's key bytes (:data:`BUCKETS` buckets; one with a grace period,
-see below), so that one call handles every record of a bucket in a micro-batch. The bucket's
+by their input partition (the record frame's ``p``: a task's, or 0 after a repartition) and a
+hash bucket of the table's key bytes within it (:data:`BUCKETS` buckets; one with a grace
+period, see below), so that one call handles every record of such a key group in a
+micro-batch. The bucket's
 whole table history is one state value (the state codec's bytes, never pickle):
 read once and written once per call.
 
@@ -31,8 +33,8 @@ histories stay the bytes they were, so a call's cost follows its records, not th
 a key not named since may keep versions that fell out of retention (at most the versions
 it had when it was last named) until it is named again. With a grace period the
 join's buffer time is the largest stream timestamp the processor has seen; a task has one
-processor for all keys, so the runner then uses one bucket, which keeps that time (and so
-which records are still held) the task's.
+processor for all its keys, so the runner then uses one bucket per input partition, which
+keeps that time (and so which records are still held) the task's.
 """
 
 from __future__ import annotations
@@ -57,7 +59,10 @@ _STATE = StructType([StructField("history", BinaryType())])
 
 
 def buckets(spec: JoinSpec) -> int:
-    """How many key buckets the join runs in: one with a grace period (see the module)."""
+    """How many key buckets per input partition the join runs in (one with a grace period).
+
+    See the module docstring.
+    """
     return 1 if spec.grace_ms is not None else BUCKETS
 
 

@@ -53,7 +53,8 @@ micro-batch."""
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
                    ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
-                   ("seq", pa.int64()), ("st", pa.int64()), ("tp", pa.string())])
+                   ("seq", pa.int64()), ("st", pa.int64()), ("tp", pa.string()),
+                   ("p", pa.int64())])
 """The record frame: the Arrow layout of records between the runner's operators.
 
 ``seq`` is a record's position: its chunk (:func:`chunk_of`) shifted by :data:`CHUNK_BITS`,
@@ -64,7 +65,9 @@ the as-of join sends on to a windowed aggregation, ``seq`` is the position of th
 record it joined and ``st`` its index among the records that one gave, so that the
 aggregation folds them in the order the stream records arrived. ``tp``, for a record reaching
 the stateful node, is the topic a task would have read it from (its context's: a
-suppression's buffer counts the name's bytes); null elsewhere."""
+suppression's buffer counts the name's bytes); null elsewhere. ``p``, for a record reaching
+an as-of join, is the input partition whose task it belongs to (0 after a repartition); null
+elsewhere (packed rows say their key group in ``seq``)."""
 
 DROP_REASONS = (DropReason.NULL_KEY, DropReason.NULL_VALUE, DropReason.OUT_OF_ORDER,
                 DropReason.EXPIRED_VERSION, DropReason.EXPIRED_WINDOW)
@@ -168,11 +171,13 @@ class Chain:
 def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
           first_seq: int, seen: int = -1,
           positions: tuple[list[int], list[int]] | None = None,
-          topics: list[str] | None = None) -> tuple[pa.RecordBatch, int]:
+          topics: list[str] | None = None, partition: int | None = None
+          ) -> tuple[pa.RecordBatch, int]:
     """Records as a record-frame batch, and the largest stateful-input timestamp seen.
 
-    ``kb`` (by ``key_bytes``), ``st`` and ``tp`` (from ``topics``, one per record, if given)
-    are for the records routed to a stateful node (a negative route);
+    ``kb`` (by ``key_bytes``), ``st``, ``tp`` (from ``topics``, one per record, if given)
+    and ``p`` (``partition``) are for the records routed to a stateful node (a negative
+    route);
     ``seen``: the largest timestamp routed there before these records. ``positions``, given,
     are the ``seq`` and ``st`` columns instead (the join's records: see :data:`FRAME`).
     """
@@ -203,6 +208,7 @@ def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
         pa.array(seq, pa.int64()),
         pa.array(st, pa.int64()),
         pa.array(tp, pa.string()),
+        pa.array([None if r[0] >= 0 else partition for r in records], pa.int64()),
     ], schema=FRAME)
     return batch, seen
 
@@ -348,6 +354,7 @@ def drop_frame(drops: Mapping[str, int]) -> pa.RecordBatch:
         pa.array([0] * n, pa.int64()),
         pa.array([-1] * n, pa.int64()),
         pa.nulls(n, pa.string()),
+        pa.nulls(n, pa.int64()),
     ], schema=FRAME)
 
 
@@ -470,6 +477,7 @@ def _pack_batch(rows: list[tuple[int, bytes, int, int]]) -> pa.RecordBatch:
         pa.array([r[0] for r in rows], pa.int64()),
         pa.array([r[3] for r in rows], pa.int64()),
         pa.nulls(n, pa.string()),
+        pa.nulls(n, pa.int64()),
     ], schema=FRAME)
 
 
@@ -583,7 +591,7 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
                                  f"2**{CHUNK_BITS} records: split the input further")
             if pack is None or key_bytes is None:
                 batch, seen[timed] = frame(out, key_bytes, seq, seen.get(timed, -1),
-                                           topics=read_from)
+                                           topics=read_from, partition=at)
             else:
                 batch, seen[timed] = packed_frame(out, key_bytes, seq, at,
                                                   seen.get(timed, -1), pack, chunk, read_from)

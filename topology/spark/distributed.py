@@ -306,10 +306,12 @@ class DistributedRunner:
         join = self._plan.join
         assert join is not None
         rows = _union(frames)
-        # a null key (dropped and counted by the join or the table source) goes to bucket 0
+        # keys in buckets within each input partition (a null key, dropped and counted by
+        # the join or the table source, goes to bucket 0)
+        n = F.lit(buckets(join))
         rows = (rows.where(F.col("route") < 0)
-                .withColumn("bucket", F.coalesce(F.pmod(F.xxhash64("kb"),
-                                                        F.lit(buckets(join))), F.lit(0))))
+                .withColumn("bucket", F.coalesce(F.col("p"), F.lit(0)) * n
+                            + F.coalesce(F.pmod(F.xxhash64("kb"), n), F.lit(0))))
         schema = StructType.fromJson(_spark_schema(FRAME))
         window = self._plan.window
         joined = self._plan.joined
