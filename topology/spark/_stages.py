@@ -491,11 +491,11 @@ def unpacked(frames: Iterable[Any]
     record gave keep their order), the topics merged lowest head timestamp first (Kafka's
     ``PartitionGroup``; see :func:`_merge_order`). Its ``st`` becomes the largest timestamp
     its partition routed to the stateful node before it in the micro-batch: in its own
-    chunk (all topics, merged by
-    timestamp there), and in the earlier chunks, of its own topic: a chunk's records of a
-    topic follow that topic's earlier chunks (a topic-partition split over several Spark
-    partitions), while chunks of different topics are read side by side. Also returned: the
-    largest timestamp of the whole micro-batch's (-1: none), and each chunk's ticks.
+    chunk (all topics, merged by timestamp there), and in the earlier chunks of its own
+    topic: a chunk's records of a topic follow that topic's earlier chunks (a
+    topic-partition split over several Spark partitions), while chunks of different topics
+    are read side by side. Also returned: the largest timestamp of the whole micro-batch's
+    (-1: none), and each chunk's ticks.
     """
     records: list[tuple[Any, ...]] = []
     tops: dict[int, dict[str, int]] = {}
