@@ -394,8 +394,8 @@ def _rate_limited(spark: Any, tmp_path: Path, parts: list[list[Row]]) -> tuple[A
 def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
                                                     ) -> None:
     """Three micro-batches: a record with a null key in the first, which the table drops and
-    counts, as the driver does; two records in the third far behind the watermark of the
-    first, which Spark does not drop (its watermark only times the processors): they are
+    counts, as the driver does; two records in the third far behind the stream time of the
+    first, which Spark does not drop (the processors keep their partitions' times): they are
     buffered as the driver buffers them."""
     first, second, third = batches(level_rows(seed=4), 3)
     null_key = ("levels", None, L.serialize(7), first[50][3])

@@ -4,10 +4,10 @@ Aggregations without windows, sliding windows (Spark has no window starting at e
 and time or session windows emitting every update, rate-limited, or whose final results go
 through a bounded buffer run in :mod:`topology.spark._aggregations`. The Spark tests read a
 few small Parquet files (one micro-batch each); once drained the sinks must hold the
-driver's records (compared as multisets). The bucket tests run the batched processor's work
-(:class:`~topology.spark._aggregations.AggregationBucket`) without Spark, micro-batch by
-micro-batch and bucket by bucket as Spark calls it, and compare records and drop counts with
-the driver's, out-of-order input included.
+driver's records (compared as multisets). The bucket tests run the runner's stages in this
+process (:mod:`tests.spark.harness`: its pre stage and batched processors, called as Spark
+calls them), micro-batch by micro-batch, and compare records and drop counts with the
+driver's, out-of-order input included.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def sliding_clicks(kind: str) -> Topology:
 
 def click_rows(seed: int, n: int = 240) -> list[Row]:
     """Clicks of 5 users in timestamp order, and one of a sixth user whose only window the
-    last clicks close (so it leaves through the timer, in Spark's last micro-batch)."""
+    last clicks close (so it leaves with the last micro-batch, on its partition's time)."""
     rng = random.Random(seed)
     users = [f"user-{i}" for i in range(5)]
     rows = [("clicks", rng.choice(users).encode(), rng.choice(["/a", "/b", "/c"]).encode(),
@@ -118,21 +118,11 @@ def run(spark: Any, tmp_path: Path, kind: str | Topology, parts: list[list[Row]]
 
 # -- on Spark ----------------------------------------------------------------------------------
 
-# One kind end to end on Spark ("aggregate" runs in the late test below); the three kinds,
-# out-of-order input included, run through the batched processor without Spark in the
-# bucket properties (test_buckets_give_the_driver_records_and_drops).
-@pytest.mark.parametrize("kind", ["count"])
-def test_sliding_windows_in_timestamp_order_give_the_driver_records(
-        rocksdb_state: Any, tmp_path: Path, kind: str) -> None:
-    data = click_rows(seed=7)
-    got, _ = run(rocksdb_state, tmp_path, kind, [list(p) for p in batches(data, 3)])
-    expected = driver_records(sliding_clicks(kind), data, "out")
-    assert len(expected) > 100
-    lone = [r for r in expected if "user-9" in str(r.key)]
-    assert len(lone) == 1  # closed by the last clicks: emitted by the timer
-    assert as_multiset(got) == as_multiset(expected)
-
-
+# On Spark: a late record's drop reaching the runner's metrics, and bounded buffers (their
+# records and a full buffer failing the query). Every kind, window and suppression, out of
+# order and over several partitions, runs through the runner's stages in this process
+# (harness properties here and in test_partition_time.py, which also has the end-to-end
+# Spark runs of final results and time limits).
 def test_a_record_late_beyond_grace_is_dropped_as_by_the_driver(rocksdb_state: Any,
                                                                 tmp_path: Path) -> None:
     """Late behind the first micro-batch, in the third: the aggregation drops it (Spark's
@@ -169,7 +159,7 @@ def micro_batches(draw: st.DrawFn) -> list[list[Row]]:
 
     A record with a null key or value is no later than the records before it: the
     aggregation drops it before it moves the driver's stream time, while the runner's time
-    (the watermark, ``st``) counts its timestamp (see the docs' time model).
+    (its partition's, ``st``) counts its timestamp (see the docs' time model).
     """
     n = draw(st.integers(1, 60))
     rows: list[Row] = []
@@ -347,19 +337,3 @@ def test_running_totals_are_filed_per_key() -> None:
     _, (refiled, _) = time_and_state(again.state(), spec.name)
     assert refiled[b"a"] == filed[b"a"] and refiled[b"b"] == filed[b"b"]  # untouched
     assert decode(refiled[b"c"]) == ("c", 1, 10)
-
-
-@pytest.mark.parametrize(("windows", "suppression"), [("none", "every-update"),
-                                                      ("tumbling", "limit-30")])
-def test_updates_on_spark_give_the_driver_records(rocksdb_state: Any, tmp_path: Path,
-                                                  windows: str, suppression: str) -> None:
-    data = click_rows(seed=13)
-
-    def topology() -> Topology:
-        return windowed_clicks("aggregate", windows, suppressed=SUPPRESSIONS[suppression])
-
-    got, runner = run(rocksdb_state, tmp_path, topology(), [list(p) for p in batches(data, 3)])
-    expected = driver_records(topology(), data, "out")
-    assert len(expected) > 50
-    assert as_multiset(got) == as_multiset(expected)
-    assert runner.metrics()["records-out-total"] == len(expected)
