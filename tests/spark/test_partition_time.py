@@ -27,12 +27,22 @@ from topology.errors import IllegalStateError
 from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket
 from topology.spark._compile import compile_topology
+from topology.spark._stages import FRAME, pre_stage
+from topology.spark.columns import plan as column_plan
+from topology.spark.distributed import packing
 from topology.state.codec import encode
 from topology.windows import Window, Windowed
 
-from .harness import chunk_table, distributed_run
+from .harness import KAFKA_SCHEMA, chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, task_order
-from .test_distributed import rate_limited_levels, stream_of, write_parquet
+from .test_distributed import (
+    converted_payments as regrouped_conversions,
+)
+from .test_distributed import (
+    rate_limited_levels,
+    stream_of,
+    write_parquet,
+)
 from .test_distributed_aggregations import SUPPRESSIONS, windowed_clicks
 from .test_distributed_sources import merged_counts
 from .test_distributed_table_aggregations import balances
@@ -374,3 +384,37 @@ def test_a_join_with_grace_keeps_a_grace_buffer_per_partition(rocksdb_state: Any
         expected.update(got)
     assert len(expected) > 15
     assert Counter((r.key, r.value, r.timestamp) for r in out.read_records_to_list()) == expected
+
+
+def test_join_state_of_an_earlier_release_is_refused() -> None:
+    from topology.spark._join import AsOfJoinProcessor
+
+    from .harness import Handle, ValueState
+
+    plan = compile_topology(keyed_conversions())
+    assert plan.join is not None and plan.joined is not None
+    processor = AsOfJoinProcessor(plan.join, plan.joined)
+    state = ValueState()
+    state.update((encode((5, {}, None)),))  # (observed, histories, buffer): no form tag
+    processor.init(Handle({"history": state}))
+    frame = pa.RecordBatch.from_pylist([], schema=FRAME).to_pandas()
+    with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
+        list(processor.handleInputRows((0,), iter([frame]), None))
+
+
+@pytest.mark.parametrize(("make", "partitions"), [(keyed_conversions, [0, 1]),
+                                                  (regrouped_conversions, [0, 0])])
+def test_records_for_a_join_carry_their_partition(make: Any, partitions: list[int]) -> None:
+    """The join's input rows say the task: their input partition, 0 after a re-key."""
+    plan = compile_topology(make())
+    key_bytes, pack = packing(plan)
+    stage = pre_stage(column_plan(None, KAFKA_SCHEMA, plan.sources), frozenset(plan.sources),
+                      {t: (c.key_serde, c.value_serde) for t, c in plan.sources.items()},
+                      plan.pre, key_bytes, pack, 0, plan.rekeyed)
+    payment = [("payments", b"EUR", b"10", 5)] if make is keyed_conversions else [
+        ("payments", b"p1", b'{"currency": "EUR", "account": "a", "amount": 10}', 5)]
+    chunk = pa.concat_tables([chunk_table(payment, p) for p in (0, 1)])
+    rows = pa.Table.from_batches(list(stage(
+        iter(chunk.select(list(column_plan(None, KAFKA_SCHEMA, plan.sources).selected))
+             .to_batches()), partition_id=0)))
+    assert rows.column("p").to_pylist() == partitions

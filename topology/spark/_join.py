@@ -51,7 +51,18 @@ from suppress.entry import RecordContext
 from ..runtime.processor import InternalProcessor
 from ..state.codec import decode, encode
 from ._compile import TABLE_UPDATE, ChainSpec, JoinSpec
-from ._stages import BUCKETS, BucketHost, Chain, drop_counts, drop_frame, frame
+from ._stages import (
+    BUCKETS,
+    BucketHost,
+    Chain,
+    drop_counts,
+    drop_frame,
+    frame,
+    load_state,
+    save_state,
+    time_and_state,
+    timed_state,
+)
 
 __all__ = ("BUCKETS", "AsOfJoinProcessor", "buckets")
 
@@ -161,27 +172,17 @@ class AsOfJoinProcessor(StatefulProcessor):
             yield drop_frame(drops).to_pandas()
 
     def _load(self) -> tuple[int | None, dict[bytes, _Filed], Any]:
-        """The bucket's observed stream time, histories by key bytes, and grace buffer.
+        """The group's observed stream time, histories by key bytes, and grace buffer.
 
-        A bucket saved as one history of all its keys (by the releases before per-key
-        histories) is read into this form.
+        :raises IllegalStateError: for a state value of an earlier release (see
+            :func:`~topology.spark._stages.time_and_state`), whose buckets held every
+            input partition's keys.
         """
-        if not self._state.exists():
+        observed, kept = time_and_state(load_state(self._state), self._spec.name)
+        if kept is None:
             return None, {}, None
-        held = self._state.get()
-        assert held is not None
-        saved = decode(held[0])
-        if len(saved) == 3:
-            observed, histories, buffered = saved
-            return observed, histories, buffered
-        history, buffered = saved  # one history of all keys, oldest first
-        by_key: dict[bytes, tuple[Any, list[tuple[Any, int]]]] = {}
-        key_bytes = self._spec.key_serializer
-        for key, value, ts in history:
-            by_key.setdefault(key_bytes(key) or b"", (key, []))[1].append((value, ts))
-        observed = max((ts for _, _, ts in history), default=None)
-        return observed, {kb: _filed(key, versions)
-                          for kb, (key, versions) in by_key.items()}, buffered
+        histories, buffered = kept
+        return None if observed < 0 else observed, histories, buffered
 
     def _save(self, store: Any, histories: dict[bytes, _Filed],
               opened: dict[bytes, tuple[Any, int]], changed: dict[bytes, Any],
@@ -214,8 +215,7 @@ class AsOfJoinProcessor(StatefulProcessor):
         if observed < 0 and not histories and buffered is None:
             self._state.clear()  # nothing seen yet
             return
-        self._state.update((encode((None if observed < 0 else observed, histories,
-                                    buffered)),))
+        save_state(self._state, timed_state(observed, (histories, buffered)))
 
     def close(self) -> None:
         """Nothing to release."""
