@@ -113,7 +113,9 @@ def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Tabl
               for topic, consumed in plan.sources.items()}
     key_bytes, pack = packing(plan)
     stage = pre_stage(batch_plan, frozenset(plan.sources), serdes, plan.pre, key_bytes, pack,
-                      0, plan.rekeyed, plan.regroup is not None)
+                      0, plan.rekeyed, plan.regroup is not None,
+                      plan.batched is not None and plan.regroup is None
+                      and plan.batched.drops_null_values)
     operators = _operators(plan)
     order = random.Random(seed)
     out: list[tuple[str, Any, Any, int]] = []

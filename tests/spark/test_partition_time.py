@@ -59,25 +59,21 @@ def partitioned(draw: st.DrawFn, topic: str = "clicks",
     """Micro-batches of 1-3 input partitions, each moving forward with its own jitter.
 
     Each micro-batch holds a slice of every partition (possibly empty), as one chunk or
-    two, the chunks in any order but a partition's own in its order. A record with a null
-    key or value is no later than its partition's records before it (see the docs' time
-    model).
+    two, the chunks in any order but a partition's own in its order. Null keys and values
+    at any time: a step that drops them does not move its partition's time with them.
     """
     n_partitions = draw(st.integers(1, 3))
     streams: list[list[Row]] = []
     for _ in range(n_partitions):
         rows: list[Row] = []
-        now, latest = draw(st.integers(0, 200)), -1
+        now = draw(st.integers(0, 200))
         for _ in range(draw(st.integers(0, 30))):
             now += draw(st.integers(0, 15))
             ts = max(0, now - draw(st.sampled_from([0, 0, 0, 5, 30, 120])))
             key = draw(st.sampled_from([b"a", b"b", b"c", b"d", None]))
             value = draw(st.sampled_from(values))
-            if latest < 0:
-                key, value = key or b"a", value or values[0]
-            if key is None or value is None:
-                ts = min(ts, latest)
-            latest = max(latest, ts)
+            if key is None or value is None:  # sometimes far ahead of its partition
+                ts += draw(st.sampled_from([0, 500]))
             rows.append((topic, key, value, ts))
         streams.append(rows)
     n_batches = draw(st.integers(1, 4))

@@ -252,6 +252,16 @@ class BatchedAggregationSpec:
         """Whether the buffer has a bound (then it runs in one bucket, as in a task)."""
         return self.suppressed is not None and self.suppressed.buffer_config.is_bounded
 
+    @property
+    def drops_null_values(self) -> bool:
+        """Whether a record with a ``None`` value is dropped before it moves stream time.
+
+        So it is without windows and in sliding windows, as Kafka's ``KStreamAggregate`` and
+        ``KStreamSlidingWindowAggregate`` do; time and session windows check the key only,
+        and hand a ``None`` value to the aggregator.
+        """
+        return self.kind in ("none", "sliding")
+
 
 @dataclass(frozen=True)
 class RegroupSpec:

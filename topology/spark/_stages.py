@@ -387,7 +387,8 @@ def chunk_of(source: int, partition_id: int) -> int:
 
 def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
                  first_seq: int, partition: int, seen: int, buckets: int, chunk: int,
-                 topics: list[str]) -> tuple[pa.RecordBatch, int]:
+                 topics: list[str], tops: dict[str, int] | None = None,
+                 drops_null_values: bool = False) -> tuple[pa.RecordBatch, int]:
     """:func:`frame`, but the records routed to the stateful node packed per key group.
 
     A record to an output topic is a row as in :func:`frame`. The records to the stateful
@@ -400,29 +401,34 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     ``seq`` the group and ``st`` their number; those with a ``None`` key are dropped and
     counted in a :func:`drop_frame` row. So Spark moves, sorts and converts one row per
     group instead of one per record. Returns the batch and the largest timestamp routed to
-    the stateful node so far (for :func:`tick_rows`).
+    the stateful node so far; ``tops`` (the chunk's, per topic, for :func:`tick_rows`) is
+    raised in place. A record the node drops before it moves its stream time (a ``None``
+    key; with ``drops_null_values``, a stream aggregation's, a ``None`` value too) moves
+    neither.
     """
     rows: list[Out] = []
     seqs: list[int] = []
     packs: dict[int, list[tuple[Any, ...]]] = {}
     null_keys = 0
-    seq = first_seq
     base = partition * buckets
-    for record, topic in zip(records, topics, strict=True):
+    for seq, (record, topic) in enumerate(zip(records, topics, strict=True), first_seq):
         route, key, value, ts, headers = record
         if route >= 0:
             rows.append(record)
             seqs.append(seq)
-        else:
-            kb = None if key is None else key_bytes(key)
-            if kb is None:
-                null_keys += 1
-            else:
-                packs.setdefault(base + zlib.crc32(kb) % buckets, []).append(
-                    (key, value, ts, headers, seq, seen, topic))
-            if ts > seen:
-                seen = ts
-        seq += 1
+            continue
+        kb = None if key is None else key_bytes(key)
+        if kb is None:
+            null_keys += 1
+            continue
+        packs.setdefault(base + zlib.crc32(kb) % buckets, []).append(
+            (key, value, ts, headers, seq, seen, topic))
+        if value is None and drops_null_values:
+            continue
+        if ts > seen:
+            seen = ts
+        if tops is not None and ts > tops.get(topic, -1):
+            tops[topic] = ts
     batch, _ = frame(rows, None, 0, positions=(seqs, [-1] * len(rows)))
     parts = [batch]
     if packs:
@@ -539,7 +545,7 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
               serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]],
               spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None,
               pack: int | None = None, source: int = 0, rekeyed: bool = False,
-              regrouped: bool = False
+              regrouped: bool = False, drops_null_values: bool = False
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of one source DataFrame: decode, run the pre chain, frame.
 
@@ -556,6 +562,8 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
     reach the stateful node through a repartition, whose one partition takes them all.
     ``regrouped``: the node (a table's ``group_by``) keeps its rows per input partition, but
     its changes go through a repartition: their time (``st``) spans the chunk's partitions.
+    ``drops_null_values``: the node is a stream aggregation, which drops a record with a
+    ``None`` value before it moves its stream time (see :func:`packed_frame`).
 
     :raises ValueError: (in the task) for a Spark partition id or a chunk too large for the
         positions (:data:`CHUNK_BITS`).
@@ -594,11 +602,8 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
                                            topics=read_from, partition=at)
             else:
                 batch, seen[timed] = packed_frame(out, key_bytes, seq, at,
-                                                  seen.get(timed, -1), pack, chunk, read_from)
-                mine = tops.setdefault(at, {})
-                for record, topic in zip(out, read_from, strict=True):
-                    if record[0] < 0 and record[3] > mine.get(topic, -1):
-                        mine[topic] = record[3]
+                                                  seen.get(timed, -1), pack, chunk, read_from,
+                                                  tops.setdefault(at, {}), drops_null_values)
             seq += len(out)
             return batch
 

@@ -216,7 +216,9 @@ class DistributedRunner:
             selected = source.df.select(*[_col(name) for name in batch_plan.selected])
             frames.append(selected.mapInArrow(
                 pre_stage(batch_plan, source.topics, serdes, self._plan.pre, key_bytes, pack,
-                          index, self._plan.rekeyed, self._plan.regroup is not None),
+                          index, self._plan.rekeyed, self._plan.regroup is not None,
+                          self._plan.batched is not None and self._plan.regroup is None
+                          and self._plan.batched.drops_null_values),
                 schema))
         return frames
 
