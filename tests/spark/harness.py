@@ -21,9 +21,9 @@ import pyarrow as pa
 
 from topology import Topology
 from topology.spark._compile import AGGREGATION, DROPS, OUTPUTS, compile_topology
-from topology.spark._stages import pre_stage, records_of_frame
+from topology.spark._stages import records_of_frame
 from topology.spark.columns import plan as column_plan
-from topology.spark.distributed import packing
+from topology.spark.distributed import plan_stage
 
 from .runner_child import kafka_schema
 
@@ -108,14 +108,7 @@ def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Tabl
     plan = compile_topology(topology)
     topics = plan.topics
     batch_plan = column_plan(None, KAFKA_SCHEMA, plan.sources)
-    serdes = {topic: (None, None) if consumed is None else
-              (consumed.key_serde, consumed.value_serde)
-              for topic, consumed in plan.sources.items()}
-    key_bytes, pack = packing(plan)
-    stage = pre_stage(batch_plan, frozenset(plan.sources), serdes, plan.pre, key_bytes, pack,
-                      0, plan.rekeyed, plan.regroup is not None,
-                      plan.batched is not None and plan.regroup is None
-                      and plan.batched.drops_null_values)
+    stage = plan_stage(plan, batch_plan, plan.sources)
     operators = _operators(plan)
     order = random.Random(seed)
     out: list[tuple[str, Any, Any, int]] = []

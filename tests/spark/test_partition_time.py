@@ -27,9 +27,9 @@ from topology.errors import IllegalStateError
 from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket
 from topology.spark._compile import compile_topology
-from topology.spark._stages import FRAME, pre_stage
+from topology.spark._stages import FRAME
 from topology.spark.columns import plan as column_plan
-from topology.spark.distributed import packing
+from topology.spark.distributed import plan_stage
 from topology.state.codec import encode
 from topology.windows import Window, Windowed
 
@@ -403,10 +403,7 @@ def test_join_state_of_an_earlier_release_is_refused() -> None:
 def test_records_for_a_join_carry_their_partition(make: Any, partitions: list[int]) -> None:
     """The join's input rows say the task: their input partition, 0 after a re-key."""
     plan = compile_topology(make())
-    key_bytes, pack = packing(plan)
-    stage = pre_stage(column_plan(None, KAFKA_SCHEMA, plan.sources), frozenset(plan.sources),
-                      {t: (c.key_serde, c.value_serde) for t, c in plan.sources.items()},
-                      plan.pre, key_bytes, pack, 0, plan.rekeyed)
+    stage = plan_stage(plan, column_plan(None, KAFKA_SCHEMA, plan.sources), plan.sources)
     payment = [("payments", b"EUR", b"10", 5)] if make is keyed_conversions else [
         ("payments", b"p1", b'{"currency": "EUR", "account": "a", "amount": 10}', 5)]
     chunk = pa.concat_tables([chunk_table(payment, p) for p in (0, 1)])

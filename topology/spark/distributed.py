@@ -205,21 +205,11 @@ class DistributedRunner:
         from pyspark.sql.types import StructType
 
         schema = StructType.fromJson(_spark_schema(FRAME))
-        key_bytes, pack = packing(self._plan)
         frames = []
         for index, source in enumerate(self._sources):
-            batch_plan = source.batch_plan
-            serdes = {topic: (None, None) if consumed is None else
-                      (consumed.key_serde, consumed.value_serde)
-                      for topic in source.topics
-                      for consumed in [self._plan.sources[topic]]}
-            selected = source.df.select(*[_col(name) for name in batch_plan.selected])
+            selected = source.df.select(*[_col(name) for name in source.batch_plan.selected])
             frames.append(selected.mapInArrow(
-                pre_stage(batch_plan, source.topics, serdes, self._plan.pre, key_bytes, pack,
-                          index, self._plan.rekeyed, self._plan.regroup is not None,
-                          self._plan.batched is not None and self._plan.regroup is None
-                          and self._plan.batched.drops_null_values),
-                schema))
+                plan_stage(self._plan, source.batch_plan, source.topics, index), schema))
         return frames
 
     def _aggregated(self, frames: list[Any]) -> Any:
@@ -808,27 +798,37 @@ def _records(table: pa.Table, window: Any, chain: Chain | None) -> list[Any]:
     return window_records(table, window, chain)
 
 
-def packing(plan: Plan) -> tuple[Callable[[Any], bytes | None] | None, int | None]:
-    """How the pre stage frames the records for ``plan``'s stateful node.
+def plan_stage(plan: Plan, batch_plan: BatchPlan, topics: Iterable[str], source: int = 0
+               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The pre stage (:func:`~topology.spark._stages.pre_stage`) of one source DataFrame.
 
-    The node's key serializer (``None``: no stateful node), and its key buckets when its
-    records travel packed per key group (``None``: a row per record).
+    ``batch_plan`` reads its columns, ``topics`` are the topics it holds, ``source`` its
+    index among the sources. The stage frames the records for ``plan``'s stateful node: by
+    its key serializer, packed per key group when a batched processor runs it, with the
+    node's rules of time (a re-key, a table's regroup, dropped ``None`` values).
     """
     stateful = plan.join or plan.window or plan.limit or plan.regroup or plan.batched
     key_bytes = None if stateful is None else stateful.key_serializer
+    pack: int | None = None
     if plan.limit is not None:
         from ._time_limit import buckets
 
-        return key_bytes, buckets(plan.limit)
-    if plan.regroup is not None:
+        pack = buckets(plan.limit)
+    elif plan.regroup is not None:
         from ._regroup import BUCKETS
 
-        return key_bytes, BUCKETS
-    if plan.batched is not None:
+        pack = BUCKETS
+    elif plan.batched is not None:
         from ._aggregations import buckets as aggregation_buckets
 
-        return key_bytes, aggregation_buckets(plan.batched)
-    return key_bytes, None
+        pack = aggregation_buckets(plan.batched)
+    serdes = {topic: (None, None) if consumed is None else
+              (consumed.key_serde, consumed.value_serde)
+              for topic in topics for consumed in [plan.sources[topic]]}
+    drops_null_values = plan.batched is not None and plan.regroup is None \
+        and plan.batched.drops_null_values
+    return pre_stage(batch_plan, frozenset(topics), serdes, plan.pre, key_bytes, pack, source,
+                     plan.rekeyed, plan.regroup is not None, drops_null_values)
 
 
 def _routes(chain: ChainSpec) -> set[int]:
