@@ -50,14 +50,44 @@ class ValueState:
         self.value = None
 
 
-class Handle:
-    """A key group's processor handle: its value states by name."""
+class MapState:
+    """One key group's map state, as ``StatefulProcessorHandle.getMapState`` gives it.
 
-    def __init__(self, states: dict[str, ValueState]) -> None:
+    ``writes`` counts the entries written or removed, as rows of Spark's state store.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.writes = 0
+
+    def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:  # noqa: N802
+        return self.entries.get(tuple(key))
+
+    def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:  # noqa: N802
+        self.entries[tuple(key)] = tuple(value)
+        self.writes += 1
+
+    def removeKey(self, key: tuple[Any, ...]) -> None:  # noqa: N802
+        del self.entries[tuple(key)]
+        self.writes += 1
+
+
+class Handle:
+    """A key group's processor handle: its states by name."""
+
+    def __init__(self, states: dict[str, Any]) -> None:
         self._states = states
 
     def getValueState(self, name: str, schema: Any) -> ValueState:  # noqa: N802
-        return self._states.setdefault(name, ValueState())
+        state = self._states.setdefault(name, ValueState())
+        assert isinstance(state, ValueState), f"{name} is not a value state"
+        return state
+
+    def getMapState(self, name: str, key_schema: Any, value_schema: Any  # noqa: N802
+                    ) -> MapState:
+        state = self._states.setdefault(name, MapState())
+        assert isinstance(state, MapState), f"{name} is not a map state"
+        return state
 
 
 class Operator:
@@ -65,7 +95,7 @@ class Operator:
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
-        self.states: dict[int, dict[str, ValueState]] = {}
+        self.states: dict[int, dict[str, Any]] = {}
 
     def run(self, rows: pd.DataFrame, order: random.Random) -> list[pd.DataFrame]:
         """Call the processor on each key group of ``rows`` (the packed rows), in any order."""

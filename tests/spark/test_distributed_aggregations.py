@@ -39,7 +39,7 @@ from topology.spark._compile import compile_topology
 from topology.spark._stages import time_and_state
 from topology.state.codec import decode
 
-from .harness import chunk_table, distributed_run
+from .harness import MapState, chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
@@ -313,25 +313,45 @@ def test_a_rate_limited_count_leaves_when_the_time_passes_its_limit() -> None:
     assert got == expected
 
 
-def test_running_totals_are_filed_per_key() -> None:
-    """Without windows each key's aggregate is filed on its own; a call decodes and writes
-    again only its records' keys."""
+def test_running_totals_are_a_row_of_state_per_key() -> None:
+    """Without windows each key's aggregate is a map state entry of its own, not in the
+    group's value; a call reads and writes only the keys its records name, and a record
+    that leaves an aggregate as it was writes nothing."""
     plan = compile_topology(windowed_clicks("count", "none", suppressed=None))
     spec = plan.batched
     assert spec is not None
-    bucket = AggregationBucket(spec, plan.post, None)
+    rows = MapState()
+    bucket = AggregationBucket(spec, plan.post, None, rows)
     for key, ts in (("a", 5), ("b", 6), ("a", 9)):
         bucket.advance(ts)
         bucket.process(key, "/x", RecordContext(ts, -1, "clicks", 0, ()))
     assert [(k, v, ts) for _, k, v, ts, _ in bucket.take()] == [
         ("a", 1, 5), ("b", 1, 6), ("a", 2, 9)]
     state = bucket.state()
-    stream_time, (filed, buffered) = time_and_state(state, spec.name)
-    assert stream_time == 9 and buffered == []
-    assert {kb: decode(held) for kb, held in filed.items()} == {
+    assert time_and_state(state, spec.name) == (9, None)
+    assert {k: decode(v) for (k,), (v,) in rows.entries.items()} == {
         b"a": ("a", 2, 9), b"b": ("b", 1, 6)}
-    again = AggregationBucket(spec, plan.post, state)
+    assert rows.writes == 2
+    again = AggregationBucket(spec, plan.post, state, rows)
     again.process("c", "/y", RecordContext(10, -1, "clicks", 0, ()))
-    _, (refiled, _) = time_and_state(again.state(), spec.name)
-    assert refiled[b"a"] == filed[b"a"] and refiled[b"b"] == filed[b"b"]  # untouched
-    assert decode(refiled[b"c"]) == ("c", 1, 10)
+    again.state()
+    assert rows.writes == 3  # c's row only
+    assert decode(rows.entries[(b"c",)][0]) == ("c", 1, 10)
+
+
+def test_a_row_that_did_not_change_is_not_written() -> None:
+    """A reduce to the larger value: a smaller record, not later, leaves the row as it was."""
+    b = StreamsBuilder()
+    (b.stream("clicks", Consumed(key_serde=S, value_serde=S)).group_by_key()
+     .reduce(max).to_stream().to("out"))
+    plan = compile_topology(b.build())
+    spec = plan.batched
+    assert spec is not None
+    rows = MapState()
+    bucket = AggregationBucket(spec, plan.post, None, rows)
+    bucket.process("a", "/z", RecordContext(5, -1, "clicks", 0, ()))
+    bucket.state()
+    again = AggregationBucket(spec, plan.post, None, rows)
+    again.process("a", "/a", RecordContext(5, -1, "clicks", 0, ()))
+    again.state()
+    assert rows.writes == 1

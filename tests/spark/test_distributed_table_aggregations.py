@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,11 +24,13 @@ from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
 from topology import Consumed, Serdes, StreamsBuilder, Topology
+from topology.errors import IllegalStateError
 from topology.spark import DistributedRunner, UnsupportedTopologyError, sinks
 from topology.spark._aggregations import buckets
 from topology.spark._compile import compile_topology
+from topology.state.codec import encode
 
-from .harness import chunk_table, distributed_run
+from .harness import Handle, ValueState, chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
@@ -128,9 +131,35 @@ def account_rows(seed: int, n: int = 200) -> list[Row]:
     return rows
 
 
+def test_table_rows_of_an_earlier_release_are_refused() -> None:
+    """An earlier release kept a key group's table rows in one value: refused, not lost."""
+    from topology.spark._regroup import RegroupProcessor
+    from topology.spark._stages import FRAME
+
+    plan = compile_topology(balances("count"))
+    assert plan.regroup is not None and plan.batched is not None
+    processor = RegroupProcessor(plan.regroup, plan.batched.key_serializer,
+                                 buckets(plan.batched))
+    earlier = ValueState()
+    earlier.update((encode({b"acct-1": encode(("acct-1", "east:5", 3))}),))
+    processor.init(Handle({"rows": earlier}))
+    frame = pa.RecordBatch.from_pylist([], schema=FRAME).to_pandas()
+    with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
+        list(processor.handleInputRows((0,), iter([frame]), None))
+
+
+def state_rows(spark: Any, checkpoint: Path, operator: int, variable: str) -> list[bytes]:
+    """The user keys of a map state variable in the query's checkpoint, read through Spark's
+    state data source: one entry per row of Spark's state store."""
+    rows = (spark.read.format("statestore").option("operatorId", operator)
+            .option("stateVarName", variable).load(str(checkpoint)).collect())
+    return [row.user_map_key.key for row in rows]
+
+
 def test_a_table_aggregation_on_spark_gives_the_driver_records(rocksdb_state: Any,
                                                                tmp_path: Path) -> None:
-    """The history of each region's aggregate shows the order of its changes."""
+    """The history of each region's aggregate shows the order of its changes; Spark's
+    state store holds a row per account (the table) and per region (the aggregate)."""
     kind = "aggregate"
     data = account_rows(seed=17)
     write_parquet(tmp_path / "in", [kafka_table(list(p)) for p in batches(data, 3)])
@@ -143,6 +172,11 @@ def test_a_table_aggregation_on_spark_gives_the_driver_records(rocksdb_state: An
     assert len(expected) > 150
     assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
     assert runner.metrics()["records-out-total"] == len(expected)
+    latest = {key: value for _, key, value, _ in data}
+    accounts = sorted(state_rows(rocksdb_state, tmp_path / "chk", 1, "table"))
+    assert accounts == sorted(key for key, value in latest.items() if value is not None)
+    regions = sorted(state_rows(rocksdb_state, tmp_path / "chk", 0, "aggregates"))
+    assert regions == sorted({r.key.encode() for r in expected})
 
 
 def _table_read_twice() -> Topology:

@@ -33,7 +33,7 @@ from topology.spark.distributed import plan_stage
 from topology.state.codec import encode
 from topology.windows import Window, Windowed
 
-from .harness import KAFKA_SCHEMA, chunk_table, distributed_run
+from .harness import KAFKA_SCHEMA, MapState, chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, task_order
 from .test_distributed import (
     converted_payments as regrouped_conversions,
@@ -186,9 +186,11 @@ def test_a_group_without_records_in_a_batch_still_emits() -> None:
 def test_state_of_an_earlier_release_is_refused() -> None:
     plan = compile_topology(windowed_clicks("count", "none", suppressed=None))
     assert plan.batched is not None
-    legacy = encode(({b"a": encode(("a", 2, 5))}, []))
-    with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
-        AggregationBucket(plan.batched, plan.post, legacy)
+    unmarked = encode(({b"a": encode(("a", 2, 5))}, []))  # every partition's keys together
+    in_value = encode(("per-partition-1", 5, ({b"a": encode(("a", 2, 5))}, [])))
+    for legacy in (unmarked, in_value):  # the second: aggregates in the group's value
+        with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
+            AggregationBucket(plan.batched, plan.post, legacy, MapState())
 
 
 def test_a_partition_split_over_two_chunks_keeps_its_order() -> None:

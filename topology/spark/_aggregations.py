@@ -9,10 +9,11 @@ where the aggregation drops and counts it); a key group is a bucket of one parti
 (:func:`~topology.spark._stages.group`). One call handles every record of a group in a
 micro-batch, and the group's whole state is one state value (the state codec's bytes, never
 pickle), read once and written once: its partition's stream time, the aggregates its keys
-may still update, and the suppression's buffer. Without windows every key's aggregate is
-kept, each encoded on its own and filed under the key's bytes: a call decodes and encodes
-again only the aggregates of the keys its records name, so its cost follows its records,
-not the keys the group holds.
+may still update, and the suppression's buffer. Without windows an aggregate never
+expires, so the keys' aggregates are not in that value: each is a row of Spark's state store
+of its own, in the group's map state under the key's bytes
+(:class:`~topology.spark._stages.FiledRows`). A call reads and writes only the aggregates of
+the keys its records name, so its cost follows its records, not the keys the group holds.
 
 Inside a call the library's own parts do the work, as in a task: the topology's aggregation
 on the topology's in-memory store (the state restored into it), feeding the suppression
@@ -54,6 +55,8 @@ from ..windows import Window, Windowed
 from ._compile import BatchedAggregationSpec, ChainSpec
 from ._stages import (
     BUCKETS,
+    ROW_KEY,
+    ROW_VALUE,
     BucketHost,
     Chain,
     FiledRows,
@@ -86,12 +89,14 @@ class AggregationBucket:
     """One call's work on one key group: its state restored, records in, results and state out.
 
     :param state: the group's state value as :meth:`state` wrote it, or ``None``.
+    :param rows: the group's map state of aggregates by key (see
+        :class:`~topology.spark._stages.FiledRows`); unused with windows.
     :raises IllegalStateError: for a state value of an earlier release (see
         :func:`~topology.spark._stages.time_and_state`).
     """
 
-    def __init__(self, spec: BatchedAggregationSpec, post: ChainSpec, state: bytes | None
-                 ) -> None:
+    def __init__(self, spec: BatchedAggregationSpec, post: ChainSpec, state: bytes | None,
+                 rows: Any) -> None:
         self._spec = spec
         self.chain = chain = Chain(post)
         self.host = host = BucketHost(spec.store, spec.store_factory)
@@ -119,8 +124,8 @@ class AggregationBucket:
         self.stream_time, kept = time_and_state(state, spec.name)
         held, buffered = (None, []) if kept is None else kept
         self._rows = None if self._windowed else FiledRows(self._store, spec.key_serializer,
-                                                          held)
-        """Without windows: each key's aggregate, filed by key (see the module docstring)."""
+                                                          rows)
+        """Without windows: each key's aggregate, a row of its own (see the module docstring)."""
         if self._windowed and held is not None:
             self._restore(held)
         if self.engine is not None:
@@ -167,12 +172,16 @@ class AggregationBucket:
         self.aggregate.process(key, value, ctx)
 
     def state(self) -> bytes:
-        """The group's state value: stream time, aggregates that may still change, buffer.
+        """The group's state value: stream time, windows that may still change, buffer.
 
-        The aggregates are those a record may still update; without windows they are
-        filed by key bytes (see the module docstring).
+        Without windows, the aggregates the call changed are written to their rows instead
+        (see the module docstring).
         """
-        held = self._windows() if self._rows is None else self._rows.filed()
+        held = None
+        if self._rows is None:
+            held = self._windows()
+        else:
+            self._rows.save()
         buffered = [] if self.engine is None else [
             (e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in self.engine.buffer]
         return timed_state(self.stream_time, (held, buffered) if held or buffered else None)
@@ -226,8 +235,9 @@ class BatchedAggregationProcessor(StatefulProcessor):
         self._post = post
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the group's state: stream time, aggregates and buffer."""
+        """Open the group's state: stream time, windows and buffer; aggregates by key."""
         self._state = handle.getValueState("windows", _STATE)
+        self._rows = handle.getMapState("aggregates", ROW_KEY, ROW_VALUE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
@@ -238,7 +248,7 @@ class BatchedAggregationProcessor(StatefulProcessor):
         record's partition time before it, and to the micro-batch's at the end.
         """
         records, time, _ = unpacked(rows)
-        bucket = AggregationBucket(self._spec, self._post, load_state(self._state))
+        bucket = AggregationBucket(self._spec, self._post, load_state(self._state), self._rows)
         advance, process = bucket.advance, bucket.process
         for k, v, ts, h, _, st, topic in records:
             advance(st)

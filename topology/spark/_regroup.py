@@ -5,11 +5,11 @@ A table aggregation (``b.table(topic).group_by(selector).count()``, ``reduce``,
 aggregate per new key. In a task the re-grouped changes travel through a repartition topic
 between the two; here they travel between two batched processors of one query. This one is
 the first: the table's keys are grouped into :data:`BUCKETS` buckets by a hash of their
-bytes, the records reach it packed (:func:`~topology.spark._stages.packed_frame`), and a
-bucket's rows are one state value (the state codec's bytes, never pickle), read
-once and written once per call, each row encoded on its own and filed under its key's bytes
-(:class:`~topology.spark._stages.FiledRows`): a call decodes and encodes again only the
-rows of its records' keys. Inside a call the topology's own table source (on the
+bytes, the records reach it packed (:func:`~topology.spark._stages.packed_frame`), and each
+table row is a row of Spark's state store of its own, in the group's map state under its
+key's bytes (the state codec's bytes, never pickle; see
+:class:`~topology.spark._stages.FiledRows`): a call reads and writes only the rows of its
+records' keys. Inside a call the topology's own table source (on the
 in-memory store the driver uses) and ``group_by`` node turn each record, in arrival order,
 into the subtraction of its old row's pair and the addition of its new row's pair (one
 change when both have the same new key), as a task does. Those changes leave packed per
@@ -31,26 +31,27 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from suppress.entry import RecordContext
 
+from ..errors import IllegalStateError
 from ..record import Change
 from ..runtime.processor import Entry
-from ..state.codec import decode, encode
 from ._compile import RegroupSpec
 from ._stages import (
     BUCKETS,
+    ROW_KEY,
+    ROW_VALUE,
     BucketHost,
     FiledRows,
     drop_counts,
     drop_frame,
-    load_state,
     pack_rows,
-    save_state,
     tick_rows,
     unpacked,
 )
 
 __all__ = ("BUCKETS", "Regrouping", "RegroupProcessor")
 
-_STATE = StructType([StructField("rows", BinaryType())])
+_EARLIER = StructType([StructField("rows", BinaryType())])
+"""The value in which an earlier release kept a key group's table rows."""
 
 Packed = tuple[Any, Any, int, Any, int, int, str]
 """A change as the aggregation's processor reads it: ``(key, Change, timestamp, headers,
@@ -58,22 +59,22 @@ seq, st, topic)`` (see :func:`~topology.spark._stages.packed_frame`)."""
 
 
 class Regrouping:
-    """One call's work on one bucket of the table: its rows restored, records in, changes out.
+    """One call's work on one bucket of the table: its rows read, records in, changes out.
 
-    :param state: the bucket's state value as :meth:`state` wrote it, or ``None``.
+    :param rows: the group's map state of table rows by key (see
+        :class:`~topology.spark._stages.FiledRows`).
     :param key_bytes: the aggregation's key serializer (the changes' buckets are by it).
     :param buckets: the aggregation's number of buckets.
     """
 
-    def __init__(self, spec: RegroupSpec, state: bytes | None,
+    def __init__(self, spec: RegroupSpec, rows: Any,
                  key_bytes: Callable[[Any], bytes | None], buckets: int) -> None:
         self._spec = spec
         self._key_bytes = key_bytes
         self._buckets = buckets
         self.host = host = BucketHost(spec.store, spec.store_factory)
         store = host.stores[spec.store]
-        self._rows = FiledRows(store, spec.key_serializer,
-                               None if state is None else decode(state))
+        self._rows = FiledRows(store, spec.key_serializer, rows)
         self._changes: list[tuple[Any, Change, RecordContext]] = []
         table: Any = spec.table_factory()
         table.name = spec.table
@@ -106,10 +107,9 @@ class Regrouping:
                 (new_key, change, out[0], out[4], seq, st, topic))
         changes.clear()
 
-    def state(self) -> bytes | None:
-        """The bucket's rows as a state value, filed by key (``None``: no rows)."""
-        rows = self._rows.filed()
-        return encode(rows) if rows else None
+    def save(self) -> None:
+        """Write the rows the call changed (see :class:`~topology.spark._stages.FiledRows`)."""
+        self._rows.save()
 
 
 def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
@@ -126,8 +126,9 @@ class RegroupProcessor(StatefulProcessor):
         self._buckets = buckets
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the bucket's rows."""
-        self._state = handle.getValueState("rows", _STATE)
+        """Open the bucket's rows; the value of an earlier release's rows is only checked."""
+        self._earlier = handle.getValueState("rows", _EARLIER)
+        self._rows = handle.getMapState("table", ROW_KEY, ROW_VALUE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
@@ -137,12 +138,17 @@ class RegroupProcessor(StatefulProcessor):
         each with its record's position and partition time; the first group of each input
         partition passes that partition's ticks on to every group of the aggregation.
         """
+        if self._earlier.exists():
+            raise IllegalStateError(
+                f"{self._spec.table}: the query's checkpoint holds the table's rows as an "
+                f"earlier release kept them (one value per key group, under Spark's "
+                f"watermark); this release cannot read them. Run the query on a new "
+                f"checkpoint_dir (it reads its input again)")
         records, _, tops = unpacked(rows)
-        regrouping = Regrouping(self._spec, load_state(self._state), self._key_bytes,
-                                self._buckets)
+        regrouping = Regrouping(self._spec, self._rows, self._key_bytes, self._buckets)
         for k, v, ts, h, seq, st, topic in records:
             regrouping.process(k, v, RecordContext(ts, -1, topic, 0, h), seq, st)
-        save_state(self._state, regrouping.state())
+        regrouping.save()
         if regrouping.packs:
             yield pack_rows(regrouping.packs, -1).to_pandas()
         if key[0] % BUCKETS == 0:  # the records go on under the repartition topic's name

@@ -25,6 +25,7 @@ from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from suppress.entry import RecordContext
 
@@ -40,10 +41,10 @@ from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec, WindowSpec
 from .columns import BatchPlan
 
 __all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "MAX_SOURCES",
-           "MAX_SPARK_PARTITIONS", "BucketHost", "Chain", "chunk_of", "drop_counts",
-           "drop_frame", "frame", "group", "load_state", "outputs_frame", "pack_rows",
-           "packed_frame", "pre_stage", "records_of_frame", "save_state", "tick_rows",
-           "time_and_state", "timed_state", "unpacked", "window_records")
+           "MAX_SPARK_PARTITIONS", "ROW_KEY", "ROW_VALUE", "BucketHost", "Chain", "FiledRows",
+           "chunk_of", "drop_counts", "drop_frame", "frame", "group", "load_state",
+           "outputs_frame", "pack_rows", "packed_frame", "pre_stage", "records_of_frame",
+           "save_state", "tick_rows", "time_and_state", "timed_state", "unpacked", "window_records")
 
 BUCKETS = 8
 """Key buckets per input partition of a stateful step run in ``transformWithStateInPandas``
@@ -227,53 +228,60 @@ class BucketHost:
         self.metrics = TaskMetrics()
 
 
+ROW_KEY = StructType([StructField("key", BinaryType())])
+"""The user key schema of a group's rows in Spark's state store: the key's bytes."""
+
+ROW_VALUE = StructType([StructField("row", BinaryType())])
+"""The value schema of a group's rows in Spark's state store: the state codec's bytes."""
+
+
 class FiledRows:
-    """A bucket's key-value rows ``(key, value, timestamp)``, each filed on its own.
+    """A key group's key-value rows ``(key, value, timestamp)``, a row of Spark's state per key.
 
-    A row is kept as the state codec's bytes under its key's bytes (by ``key_bytes``, the
-    store's key serializer), and goes into ``store`` only when :meth:`open` is called with a
-    key of those bytes, before the call's first record of the key is processed; :meth:`filed`
-    encodes again only the rows of the keys opened since. So a call decodes and encodes the
-    rows its records name, whatever the number of keys the bucket holds.
-
-    :param filed: the bucket's rows as :meth:`filed` returned them; a ``list`` of rows (one
-        value of all rows, as releases before this filing saved them) is filed at once;
-        ``None`` for none.
+    Each row lives in ``rows``, the group's map state (``StatefulProcessorHandle.getMapState``
+    with :data:`ROW_KEY` and :data:`ROW_VALUE`): one entry of Spark's state store per key,
+    under the key's bytes (by ``key_bytes``, the store's key serializer), holding the state
+    codec's bytes of the row. A row goes into ``store`` when :meth:`open` is first called
+    with its key in the call, before the call's first record of the key is processed;
+    :meth:`save` writes back only the rows that changed, and removes those the store no
+    longer holds. So a call reads and writes the rows its records name, whatever the number
+    of keys the group holds, and Spark spreads them as it spreads its own state.
     """
 
-    def __init__(self, store: Any, key_bytes: Callable[[Any], bytes | None],
-                 filed: dict[bytes, bytes] | list[tuple[Any, Any, int]] | None) -> None:
+    def __init__(self, store: Any, key_bytes: Callable[[Any], bytes | None], rows: Any
+                 ) -> None:
         self._store = store
         self._key_bytes = key_bytes
-        self._opened: dict[bytes, Any] = {}
-        if isinstance(filed, list):
-            filed = {key_bytes(key) or b"": _dumps((key, value, ts)) for key, value, ts in filed}
-        self._filed: dict[bytes, bytes] = filed or {}
+        self._rows = rows
+        self._opened: dict[bytes, tuple[Any, bytes | None]] = {}
 
     def open(self, key: Any) -> None:
-        """Put ``key``'s filed row into the store, the first time the call names the key."""
+        """Put ``key``'s row into the store, the first time the call names the key."""
         if key is None:
             return
         kb = self._key_bytes(key)
         if kb is None or kb in self._opened:
             return
-        self._opened[kb] = key
-        row = self._filed.get(kb)
+        held = self._rows.getValue((kb,))
+        row = None if held is None else held[0]
+        self._opened[kb] = (key, row)
         if row is not None:
             stored_key, value, ts = _loads(row)
             self._store.put_with_timestamp(stored_key, value, ts)
 
-    def filed(self) -> dict[bytes, bytes]:
-        """Every row by key bytes, the opened keys' rows as the store now holds them."""
-        filed, store = self._filed, self._store
-        for kb, key in self._opened.items():
+    def save(self) -> None:
+        """Write the opened keys' rows as the store now holds them; unchanged ones are kept."""
+        rows, store = self._rows, self._store
+        for kb, (key, before) in self._opened.items():
             kept = store.get_with_timestamp(key)
             if kept is None:
-                filed.pop(kb, None)
-            else:
-                filed[kb] = _dumps((key, kept[0], kept[1]))
+                if before is not None:
+                    rows.removeKey((kb,))
+                continue
+            row = _dumps((key, kept[0], kept[1]))
+            if row != before:
+                rows.updateValue((kb,), (row,))
         self._opened = {}
-        return filed
 
 
 def save_state(state: Any, data: bytes | None) -> None:
@@ -293,8 +301,9 @@ def load_state(state: Any) -> bytes | None:
     return None if held is None else held[0]
 
 
-_STATE_FORM = "per-partition-1"
-"""Marks a group's state value as this release's: a stream time per input partition."""
+_STATE_FORM = "per-partition-2"
+"""Marks a group's state value as this release's: a stream time per input partition, and the
+aggregates without windows in rows of their own (:class:`FiledRows`)."""
 
 
 def timed_state(stream_time: int, kept: Any) -> bytes:
@@ -306,18 +315,18 @@ def time_and_state(state: bytes | None, node: str) -> tuple[int, Any]:
     """The stream time (ms; -1 for none) and what a group keeps, from :func:`timed_state`.
 
     :raises IllegalStateError: for a state value of an earlier release, which kept the keys
-        of every input partition together, timed by Spark's watermark: read as one
-        partition's, its keys would be lost to the others.
+        of every input partition together, timed by Spark's watermark, or kept the
+        aggregates in the group's value: read as this release's, keys would be lost.
     """
     if state is None:
         return -1, None
     value = _loads(state)
     if not (isinstance(value, tuple) and len(value) == 3 and value[0] == _STATE_FORM):
         raise IllegalStateError(
-            f"{node}: the query's checkpoint holds state of an earlier release, which kept "
-            f"the keys of every input partition together under Spark's watermark; this "
-            f"release keeps a stream time per input partition and cannot read it. Run the "
-            f"query on a new checkpoint_dir (it reads its input again)")
+            f"{node}: the query's checkpoint holds state of an earlier release, in a form "
+            f"this release cannot read (it kept the keys of every input partition together "
+            f"under Spark's watermark, or every key's aggregate in one value per key group). "
+            f"Run the query on a new checkpoint_dir (it reads its input again)")
     return value[1], value[2]
 
 
