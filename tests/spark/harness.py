@@ -53,7 +53,8 @@ class ValueState:
 class MapState:
     """One key group's map state, as ``StatefulProcessorHandle.getMapState`` gives it.
 
-    ``writes`` counts the entries written or removed, as rows of Spark's state store.
+    ``writes`` counts the entries written or removed, as rows of Spark's state store. A value
+    read back is a new tuple of ``bytearray``, as Spark's state client decodes it.
     """
 
     def __init__(self) -> None:
@@ -61,7 +62,9 @@ class MapState:
         self.writes = 0
 
     def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:  # noqa: N802
-        return self.entries.get(tuple(key))
+        held = self.entries.get(tuple(key))
+        return None if held is None else tuple(
+            bytearray(v) if isinstance(v, bytes) else v for v in held)
 
     def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:  # noqa: N802
         self.entries[tuple(key)] = tuple(value)

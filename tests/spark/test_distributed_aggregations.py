@@ -39,7 +39,7 @@ from topology.spark._compile import compile_topology
 from topology.spark._stages import time_and_state
 from topology.state.codec import decode
 
-from .harness import MapState, chunk_table, distributed_run
+from .harness import Handle, MapState, chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
@@ -337,6 +337,18 @@ def test_running_totals_are_a_row_of_state_per_key() -> None:
     again.state()
     assert rows.writes == 3  # c's row only
     assert decode(rows.entries[(b"c",)][0]) == ("c", 1, 10)
+
+
+@pytest.mark.parametrize("windows", ["time", "session", "sliding"])
+def test_windowed_aggregations_keep_no_rows_per_key(windows: str) -> None:
+    """Windows expire: they stay in the group's value, beside the buffer; no map state."""
+    from topology.spark._aggregations import BatchedAggregationProcessor
+
+    plan = compile_topology(windowed_clicks("count", windows))
+    assert plan.batched is not None
+    states: dict[str, Any] = {}
+    BatchedAggregationProcessor(plan.batched, plan.post).init(Handle(states))
+    assert list(states) == ["windows"]
 
 
 def test_a_row_that_did_not_change_is_not_written() -> None:

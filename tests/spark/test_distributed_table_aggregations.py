@@ -23,14 +23,15 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from suppress import BufferConfig, Suppressed
+from suppress.entry import RecordContext
 from topology import Consumed, Serdes, StreamsBuilder, Topology
 from topology.errors import IllegalStateError
 from topology.spark import DistributedRunner, UnsupportedTopologyError, sinks
 from topology.spark._aggregations import buckets
 from topology.spark._compile import compile_topology
-from topology.state.codec import encode
+from topology.state.codec import decode, encode
 
-from .harness import Handle, ValueState, chunk_table, distributed_run
+from .harness import Handle, MapState, ValueState, chunk_table, distributed_run
 from .helpers import Row, batches, driver_run, kafka_table
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
@@ -129,6 +130,30 @@ def account_rows(seed: int, n: int = 200) -> list[Row]:
             f"{rng.choice(['east', 'west', 'north'])}:{rng.randrange(100)}".encode()
         rows.append((TOPIC, key, value, ts))
     return rows
+
+
+def test_a_deleted_table_row_leaves_the_state_store() -> None:
+    """A row's delete removes its map entry; the key written again gets a new one."""
+    from topology.spark._regroup import Regrouping
+
+    plan = compile_topology(balances("count"))
+    assert plan.regroup is not None and plan.batched is not None
+    rows = MapState()
+
+    def call(*records: tuple[str, str | None, int]) -> None:
+        regrouping = Regrouping(plan.regroup, rows, plan.batched.key_serializer,
+                                buckets(plan.batched))
+        for seq, (key, value, ts) in enumerate(records):
+            regrouping.process(key, value, RecordContext(ts, -1, TOPIC, 0, ()), seq, ts)
+        regrouping.save()
+
+    call(("acct-1", "east:5", 1), ("acct-2", "west:7", 2))
+    assert sorted(rows.entries) == [(b"acct-1",), (b"acct-2",)]
+    call(("acct-1", None, 3))
+    assert sorted(rows.entries) == [(b"acct-2",)]
+    call(("acct-1", "north:1", 4))
+    assert decode(rows.entries[(b"acct-1",)][0]) == ("acct-1", "north:1", 4)
+    assert rows.writes == 4
 
 
 def test_table_rows_of_an_earlier_release_are_refused() -> None:

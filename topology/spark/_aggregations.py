@@ -7,13 +7,13 @@ grouped into buckets by a hash of their bytes (:func:`buckets`: :data:`BUCKETS`,
 bounded buffer, whose bound is the whole task's as in Kafka; a null key goes to bucket 0,
 where the aggregation drops and counts it); a key group is a bucket of one partition
 (:func:`~topology.spark._stages.group`). One call handles every record of a group in a
-micro-batch, and the group's whole state is one state value (the state codec's bytes, never
-pickle), read once and written once: its partition's stream time, the aggregates its keys
-may still update, and the suppression's buffer. Without windows an aggregate never
-expires, so the keys' aggregates are not in that value: each is a row of Spark's state store
-of its own, in the group's map state under the key's bytes
-(:class:`~topology.spark._stages.FiledRows`). A call reads and writes only the aggregates of
-the keys its records name, so its cost follows its records, not the keys the group holds.
+micro-batch, and the group keeps one state value (the state codec's bytes, never pickle),
+read once and written once: its partition's stream time, the windows its keys may still
+update, and the suppression's buffer. Without windows an aggregate never expires, so the
+keys' aggregates are not in that value: each is a row of Spark's state store of its own, in
+the group's map state under the key's bytes (:class:`~topology.spark._stages.FiledRows`).
+A call reads and writes only the aggregates of the keys its records name, so its cost
+follows its records, not the keys the group holds.
 
 Inside a call the library's own parts do the work, as in a task: the topology's aggregation
 on the topology's in-memory store (the state restored into it), feeding the suppression
@@ -164,8 +164,8 @@ class AggregationBucket:
     def process(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """One record, into the aggregation (and its changes on).
 
-        Without windows, the first record of a key in the call brings the key's filed
-        aggregate into the store first.
+        Without windows, the first record of a key in the call brings the key's aggregate
+        from its row into the store first.
         """
         if self._rows is not None:
             self._rows.open(key)
@@ -235,9 +235,10 @@ class BatchedAggregationProcessor(StatefulProcessor):
         self._post = post
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the group's state: stream time, windows and buffer; aggregates by key."""
+        """Open the group's state: stream time, windows, buffer (and aggregates by key)."""
         self._state = handle.getValueState("windows", _STATE)
-        self._rows = handle.getMapState("aggregates", ROW_KEY, ROW_VALUE)
+        self._rows = None if self._spec.kind != "none" else handle.getMapState(
+            "aggregates", ROW_KEY, ROW_VALUE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803

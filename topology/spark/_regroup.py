@@ -141,9 +141,9 @@ class RegroupProcessor(StatefulProcessor):
         if self._earlier.exists():
             raise IllegalStateError(
                 f"{self._spec.table}: the query's checkpoint holds the table's rows as an "
-                f"earlier release kept them (one value per key group, under Spark's "
-                f"watermark); this release cannot read them. Run the query on a new "
-                f"checkpoint_dir (it reads its input again)")
+                f"earlier release kept them (one value per key group); this release cannot "
+                f"read them. Run the query on a new checkpoint_dir (it reads its input "
+                f"again)")
         records, _, tops = unpacked(rows)
         regrouping = Regrouping(self._spec, self._rows, self._key_bytes, self._buckets)
         for k, v, ts, h, seq, st, topic in records:

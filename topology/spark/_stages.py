@@ -245,7 +245,8 @@ class FiledRows:
     with its key in the call, before the call's first record of the key is processed;
     :meth:`save` writes back only the rows that changed, and removes those the store no
     longer holds. So a call reads and writes the rows its records name, whatever the number
-    of keys the group holds, and Spark spreads them as it spreads its own state.
+    of keys the group holds. (The rows of a group share its grouping key, so they live in
+    the state store partition of the group.)
     """
 
     def __init__(self, store: Any, key_bytes: Callable[[Any], bytes | None], rows: Any
@@ -314,19 +315,18 @@ def timed_state(stream_time: int, kept: Any) -> bytes:
 def time_and_state(state: bytes | None, node: str) -> tuple[int, Any]:
     """The stream time (ms; -1 for none) and what a group keeps, from :func:`timed_state`.
 
-    :raises IllegalStateError: for a state value of an earlier release, which kept the keys
-        of every input partition together, timed by Spark's watermark, or kept the
-        aggregates in the group's value: read as this release's, keys would be lost.
+    :raises IllegalStateError: for a state value in an earlier release's form (one that kept
+        the keys of every input partition together, or the aggregates without windows in
+        the group's value): read as this release's, keys would be lost.
     """
     if state is None:
         return -1, None
     value = _loads(state)
     if not (isinstance(value, tuple) and len(value) == 3 and value[0] == _STATE_FORM):
         raise IllegalStateError(
-            f"{node}: the query's checkpoint holds state of an earlier release, in a form "
-            f"this release cannot read (it kept the keys of every input partition together "
-            f"under Spark's watermark, or every key's aggregate in one value per key group). "
-            f"Run the query on a new checkpoint_dir (it reads its input again)")
+            f"{node}: the query's checkpoint holds state in an earlier release's form, which "
+            f"this release cannot read. Run the query on a new checkpoint_dir (it reads its "
+            f"input again)")
     return value[1], value[2]
 
 
