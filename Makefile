@@ -72,7 +72,7 @@ test: $(STAMP) $(OLDEST_STAMP) java
 	$(CACHED_BYTECODE) $(PY) -m pytest $(PARALLEL)
 
 # The quick loop: ruff and mypy, then the suite without Spark and without the kill runs, each
-# property with the dev profile's examples (a quarter of make test's).
+# property with the dev profile's examples (a tenth of make test's).
 check: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy --strict suppress
