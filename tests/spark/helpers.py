@@ -22,6 +22,14 @@ KAFKA_SOURCE = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic"
                           ("timestampType", pa.int32())])
 
 
+def state_rows(spark: Any, checkpoint: Any, operator: int, variable: str) -> list[bytes]:
+    """The user keys of a map state variable in the query's checkpoint, read through Spark's
+    state data source: one entry per row of Spark's state store."""
+    rows = (spark.read.format("statestore").option("operatorId", operator)
+            .option("stateVarName", variable).load(str(checkpoint)).collect())
+    return [row.user_map_key.key for row in rows]
+
+
 def kafka_table(rows: Sequence[Row]) -> pa.Table:
     """The rows as Spark's Kafka source would give them (one partition)."""
     return pa.table({

@@ -40,7 +40,7 @@ from topology.spark import (
     sinks,
 )
 
-from .helpers import Row, batches, kafka_df, kafka_table, pipe_rows
+from .helpers import Row, batches, kafka_df, kafka_table, pipe_rows, state_rows
 from .test_foreach_batch import final_counts
 
 S, L = Serdes.string(), Serdes.long()
@@ -490,6 +490,8 @@ def test_a_left_as_of_join_with_grace_gives_the_driver_records_and_drops(
     assert drops(runner.metrics()) == drops(in_driver) == {
         "dropped-records-total": 2.0, "dropped-records-total{reason=expired-version}": 1.0,
         "dropped-records-total{reason=null-key}": 1.0}
+    histories = state_rows(rocksdb_state, tmp_path / "chk", 0, "histories")
+    assert sorted(histories) == [b"EUR", b"GBP", b"USD"]  # a row of Spark's state per key
 
 
 def converted_totals(window: TimeWindows, grace: int | None = None) -> Topology:

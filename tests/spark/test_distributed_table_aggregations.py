@@ -32,7 +32,7 @@ from topology.spark._compile import compile_topology
 from topology.state.codec import decode, encode
 
 from .harness import Handle, MapState, ValueState, chunk_table, distributed_run
-from .helpers import Row, batches, driver_run, kafka_table
+from .helpers import Row, batches, driver_run, kafka_table, state_rows
 from .test_distributed import as_multiset, driver_records, stream_of, write_parquet
 
 S = Serdes.string()
@@ -171,14 +171,6 @@ def test_table_rows_of_an_earlier_release_are_refused() -> None:
     frame = pa.RecordBatch.from_pylist([], schema=FRAME).to_pandas()
     with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
         list(processor.handleInputRows((0,), iter([frame]), None))
-
-
-def state_rows(spark: Any, checkpoint: Path, operator: int, variable: str) -> list[bytes]:
-    """The user keys of a map state variable in the query's checkpoint, read through Spark's
-    state data source: one entry per row of Spark's state store."""
-    rows = (spark.read.format("statestore").option("operatorId", operator)
-            .option("stateVarName", variable).load(str(checkpoint)).collect())
-    return [row.user_map_key.key for row in rows]
 
 
 def test_a_table_aggregation_on_spark_gives_the_driver_records(rocksdb_state: Any,

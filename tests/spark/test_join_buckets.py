@@ -1,11 +1,11 @@
 """The as-of join's batched processor without Spark: micro-batches against one driver.
 
 Each micro-batch is one ``handleInputRows`` call of one bucket (the runner's grouping), its
-state a value kept between calls as Spark's state store keeps it. A call restores only the
-histories of the keys its records name: across micro-batches, with table updates out of
-order, deletes, and updates too old for the history retention, the joined records and the
-drops must be those of one driver fed each micro-batch in the processor's order (by
-timestamp, table updates first, then arrival).
+state (a value, and a row per key's history) kept between calls as Spark's state store
+keeps it. A call restores only the histories of the keys its records name: across
+micro-batches, with table updates out of order, deletes, and updates too old for the
+history retention, the joined records and the drops must be those of one driver fed each
+micro-batch in the processor's order (by timestamp, table updates first, then arrival).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from topology.spark._join import AsOfJoinProcessor
 from topology.spark._stages import frame, records_of_frame, time_and_state
 from topology.state.codec import decode, encode
 
+from .harness import Handle, MapState, ValueState
 from .helpers import Row, driver_run
 
 S = Serdes.string()
@@ -46,31 +47,36 @@ def rated_payments(left: bool, grace: int | None = None) -> Topology:
     return b.build()
 
 
-class _Value:
-    """A ``ValueState`` of one bucket, kept between calls as Spark's state store does."""
-
-    def __init__(self) -> None:
-        self.held: tuple[Any, ...] | None = None
-
-    def exists(self) -> bool:
-        return self.held is not None
-
-    def get(self) -> tuple[Any, ...] | None:
-        return self.held
-
-    def update(self, value: tuple[Any, ...]) -> None:
-        self.held = tuple(value)
-
-    def clear(self) -> None:
-        self.held = None
+def _states() -> tuple[dict[str, Any], ValueState, MapState]:
+    """A bucket's states, kept between calls as Spark's state store keeps them: its value
+    and its histories by key."""
+    value, rows = ValueState(), MapState()
+    return {"history": value, "histories": rows}, value, rows
 
 
-class _Handle:
-    def __init__(self, state: _Value) -> None:
-        self._state = state
+def _call(states: dict[str, Any], spec: Any, joined: Any, batch: pa.RecordBatch
+          ) -> list[Any]:
+    """One ``handleInputRows`` call of the bucket on ``batch``."""
+    processor = AsOfJoinProcessor(spec, joined)
+    processor.init(Handle(states))  # type: ignore[arg-type]
+    return list(processor.handleInputRows((0,), iter([batch.to_pandas()]), None))
 
-    def getValueState(self, name: str, schema: Any) -> _Value:  # noqa: N802
-        return self._state
+
+def _check_rows(value: ValueState, rows: MapState) -> None:
+    """Each row is its key's history under the key's bytes; the value's deleted keys are
+    exactly the rows whose newest version is a delete."""
+    newest_deletes = {}
+    for (kb,), (held,) in rows.entries.items():
+        key, versions = decode(held)
+        assert kb == key.encode() and versions
+        if versions[-1][0] is None:
+            newest_deletes[kb] = versions[-1][1]
+    if value.value is None:
+        assert not newest_deletes
+        return
+    observed, (deleted, _) = time_and_state(value.value[0], "join")
+    assert observed >= -1
+    assert deleted == newest_deletes
 
 
 def bucket_run(topology: Topology, parts: list[list[Row]]
@@ -79,7 +85,7 @@ def bucket_run(topology: Topology, parts: list[list[Row]]
     plan = compile_topology(topology)
     spec, joined = plan.join, plan.joined
     assert spec is not None and joined is not None
-    state = _Value()
+    states, value, rows = _states()
     out: list[tuple[Any, Any, int]] = []
     drops: Counter[str] = Counter()
     seq = 0
@@ -90,9 +96,7 @@ def bucket_run(topology: Topology, parts: list[list[Row]]
                    for topic, key, value, ts in part]
         batch, _ = frame(records, spec.key_serializer, seq, topics=[r[0] for r in part])
         seq += len(records)
-        processor = AsOfJoinProcessor(spec, joined)
-        processor.init(_Handle(state))  # type: ignore[arg-type]
-        for result in processor.handleInputRows((0,), iter([batch.to_pandas()]), None):
+        for result in _call(states, spec, joined, batch):
             table = pa.Table.from_pandas(result, preserve_index=False)
             if table.column("route").to_pylist()[:1] == [DROPS]:  # reason (UTF-8), count
                 for reason, count in zip(table.column("k").to_pylist(),
@@ -100,13 +104,7 @@ def bucket_run(topology: Topology, parts: list[list[Row]]
                     drops[reason.decode()] += count
                 continue
             out += [(key, value, ts) for _, key, value, ts, _ in records_of_frame(table)]
-        if state.held is not None:  # the state is the codec's bytes: per-key histories
-            observed, (histories, _) = time_and_state(state.held[0], "join")
-            for kb, (newest, deleted, held) in histories.items():
-                key, versions = decode(held)
-                assert (kb, newest, deleted) == (key.encode(), versions[-1][1],
-                                                 versions[-1][0] is None)
-            assert observed >= -1
+        _check_rows(value, rows)
     return out, drops
 
 
@@ -163,21 +161,20 @@ def test_histories_leave_the_state_once_retention_hides_them() -> None:
              [("rates", b"EUR", b"1.1", 20), ("rates", b"EUR", b"1.2", 21)],
              [("rates", b"USD", b"0.9", 2_000)],
              [("payments", b"EUR", b"10", 2_001)]]
-    state = _Value()
+    states, value, rows = _states()
     plan = compile_topology(rated_payments(False))
     assert plan.join is not None and plan.joined is not None
     for part in parts:
         records = [(TABLE_UPDATE if t == "rates" else AGGREGATION, k.decode(),  # type: ignore[union-attr]
                     None if v is None else v.decode(), ts, ()) for t, k, v, ts in part]
         batch, _ = frame(records, plan.join.key_serializer, 0, topics=[r[0] for r in part])
-        processor = AsOfJoinProcessor(plan.join, plan.joined)
-        processor.init(_Handle(state))  # type: ignore[arg-type]
-        list(processor.handleInputRows((0,), iter([batch.to_pandas()]), None))
-    assert state.held is not None
-    observed, (histories, _) = time_and_state(state.held[0], "join")
-    assert observed == 2_000
-    assert sorted(histories) == [b"EUR", b"USD"]  # the deleted keys are gone
-    assert decode(histories[b"EUR"][2]) == ("EUR", [("1.2", 21)])  # named: 1.1 went
+        _call(states, plan.join, plan.joined, batch)
+        _check_rows(value, rows)
+    assert value.value is not None
+    observed, (deleted, _) = time_and_state(value.value[0], "join")
+    assert observed == 2_000 and deleted == {}
+    assert sorted(rows.entries) == [(b"EUR",), (b"USD",)]  # the deleted keys are gone
+    assert decode(rows.entries[(b"EUR",)][0]) == ("EUR", [("1.2", 21)])  # named: 1.1 went
 
 
 def test_a_key_untouched_for_batches_keeps_its_history_and_reads_as_of_its_time() -> None:
@@ -189,36 +186,33 @@ def test_a_key_untouched_for_batches_keeps_its_history_and_reads_as_of_its_time(
     assert sorted(got) == [("EUR", "10x1.1", 35), ("USD", "10x0.9", 29)]
     plan = compile_topology(rated_payments(False))
     assert plan.join is not None and plan.joined is not None
-    state = _Value()
-    saved = []
+    states, value, rows = _states()
+    observed = []
     for part in (first, second):
         records = [(TABLE_UPDATE, k.decode(), v.decode(), ts, ())  # type: ignore[union-attr]
                    for _, k, v, ts in part]
         batch, _ = frame(records, plan.join.key_serializer, 0, topics=["rates"] * len(part))
-        processor = AsOfJoinProcessor(plan.join, plan.joined)
-        processor.init(_Handle(state))  # type: ignore[arg-type]
-        list(processor.handleInputRows((0,), iter([batch.to_pandas()]), None))
-        assert state.held is not None
-        saved.append(time_and_state(state.held[0], "join"))
-    (observed1, (histories1, _)), (observed2, (histories2, _)) = saved
-    assert (observed1, observed2) == (1, 30)
-    assert histories2[b"EUR"] == histories1[b"EUR"]
-    assert decode(histories2[b"EUR"][2]) == ("EUR", [("1.1", 0)])
-    assert decode(histories2[b"USD"][2]) == ("USD", [("0.9", 1), ("0.8", 30)])
+        _call(states, plan.join, plan.joined, batch)
+        assert value.value is not None
+        observed.append(time_and_state(value.value[0], "join")[0])
+    assert observed == [1, 30]
+    assert rows.writes == 3  # EUR and USD, then USD alone
+    assert decode(rows.entries[(b"EUR",)][0]) == ("EUR", [("1.1", 0)])
+    assert decode(rows.entries[(b"USD",)][0]) == ("USD", [("0.9", 1), ("0.8", 30)])
 
 
 def test_a_bucket_of_an_earlier_release_is_refused() -> None:
-    """The state of releases before partitions had key groups of their own (here the layout
-    before per-key histories: all keys' versions, oldest first): refused, never read as one
-    partition's."""
+    """The state of earlier releases: before partitions had key groups of their own (all
+    keys' versions, oldest first), and with every key's history in the group's value:
+    refused, never read as this release's."""
     plan = compile_topology(rated_payments(False))
     assert plan.join is not None and plan.joined is not None
-    state = _Value()
-    state.update((encode(([("EUR", "1.1", 0), ("USD", "0.9", 1), ("EUR", "1.2", 5)],
-                          None)),))
     records = [(AGGREGATION, "EUR", "10", 3, ())]
     batch, _ = frame(records, plan.join.key_serializer, 0, topics=["payments"])
-    processor = AsOfJoinProcessor(plan.join, plan.joined)
-    processor.init(_Handle(state))  # type: ignore[arg-type]
-    with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
-        list(processor.handleInputRows((0,), iter([batch.to_pandas()]), None))
+    histories = {b"EUR": (0, False, encode(("EUR", [("1.1", 0)])))}
+    for earlier in (encode(([("EUR", "1.1", 0), ("USD", "0.9", 1), ("EUR", "1.2", 5)], None)),
+                    encode(("per-partition-1", 0, (histories, None)))):
+        states, value, _ = _states()
+        value.update((earlier,))
+        with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
+            _call(states, plan.join, plan.joined, batch)

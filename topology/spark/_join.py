@@ -4,9 +4,8 @@ Table updates and stream records are unioned into one ``transformWithStateInPand
 by their input partition (the record frame's ``p``: a task's, or 0 after a repartition) and a
 hash bucket of the table's key bytes within it (:data:`BUCKETS` buckets; one with a grace
 period, see below), so that one call handles every record of such a key group in a
-micro-batch. The bucket's
-whole table history is one state value (the state codec's bytes, never pickle):
-read once and written once per call.
+micro-batch. Each key's table history is a row of Spark's state store of its own, in the
+group's map state under the key's bytes (the state codec's bytes, never pickle).
 
 Inside a call the library's own parts do the work, as in a task: the topology's versioned
 table source writes each update into the topology's own in-memory versioned store (history
@@ -21,20 +20,19 @@ arrival; a task processes them in arrival order. A record leaving for the aggreg
 the position of the stream record it came from, so that the aggregation folds values in
 arrival order, across buckets.
 
-The state of a bucket is the store's observed stream time, each key's visible history (its
-:meth:`history` with deletes) encoded on its own and filed under the key's bytes with its
-newest version's timestamp and whether that is a delete, and the join's grace buffer (its
-own checkpoint). A call decodes and restores only the histories of the keys its records
+A key group keeps, besides those rows, one state value: the store's observed stream time,
+the keys whose newest version is a delete (with its timestamp), and the join's grace buffer
+(its own checkpoint). A call reads and restores only the histories of the keys its records
 name and of the stream records its grace buffer holds (the store's :meth:`restore` of those
-keys, then the observed stream time), and encodes again only the histories that changed: a
-table update named the key, or retention took versions. A history whose newest version is
-a delete older than the retention's cutoff is dropped without decoding. The other keys'
-histories stay the bytes they were, so a call's cost follows its records, not the table;
-a key not named since may keep versions that fell out of retention (at most the versions
-it had when it was last named) until it is named again. With a grace period the
-join's buffer time is the largest stream timestamp the processor has seen; a task has one
-processor for all its keys, so the runner then uses one bucket per input partition, which
-keeps that time (and so which records are still held) the task's.
+keys, then the observed stream time), and writes again only those that changed: a table
+update named the key, or retention took versions. A history whose newest version is a
+delete older than the retention's cutoff is removed without reading it, so deleted keys do
+not pile up. The other keys' rows are not touched, so a call's cost follows its records,
+not the table; a key not named since may keep versions that fell out of retention (at most
+the versions it had when it was last named) until it is named again. With a grace period
+the join's buffer time is the largest stream timestamp the processor has seen; a task has
+one processor for all its keys, so the runner then uses one bucket per input partition,
+which keeps that time (and so which records are still held) the task's.
 """
 
 from __future__ import annotations
@@ -53,6 +51,8 @@ from ..state.codec import decode, encode
 from ._compile import TABLE_UPDATE, ChainSpec, JoinSpec
 from ._stages import (
     BUCKETS,
+    ROW_KEY,
+    ROW_VALUE,
     BucketHost,
     Chain,
     drop_counts,
@@ -77,17 +77,6 @@ def buckets(spec: JoinSpec) -> int:
     return 1 if spec.grace_ms is not None else BUCKETS
 
 
-_Filed = tuple[int, bool, bytes]
-"""A key's filed history: its newest version's timestamp (ms), whether that version is a
-delete, and the state codec's bytes of ``(key, [(value, timestamp), ...])``, oldest first."""
-
-
-def _filed(key: Any, versions: list[tuple[Any, int]]) -> _Filed:
-    """``key``'s history ``versions`` (oldest first, not empty), filed."""
-    value, newest = versions[-1]
-    return newest, value is None, encode((key, versions))
-
-
 def _no_keyspace(name: str) -> Any:
     raise TypeError(f"the join keeps no keyspace state, asked for {name!r}")
 
@@ -106,8 +95,9 @@ class AsOfJoinProcessor(StatefulProcessor):
         self._key_bytes = key_bytes
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the bucket's state: stream time, table histories and grace buffer."""
+        """Open the bucket's state: its value, and the table histories by key."""
         self._state = handle.getValueState("history", _STATE)
+        self._rows = handle.getMapState("histories", ROW_KEY, ROW_VALUE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
@@ -125,7 +115,7 @@ class AsOfJoinProcessor(StatefulProcessor):
         chain = Chain(self._joined)
         join = chain.roots("")[0]
         join.init(host)  # type: ignore[arg-type]
-        observed, histories, buffered = self._load()
+        observed, deleted, buffered = self._load()
         touched = {kb for kb in data["kb"].tolist() if kb is not None}
         if buffered is not None:  # held stream records look their keys up when released
             key_bytes = spec.key_serializer
@@ -134,8 +124,9 @@ class AsOfJoinProcessor(StatefulProcessor):
         opened: dict[bytes, tuple[Any, int]] = {}
         replay = []
         for kb in touched:
-            if kb in histories:
-                key, versions = decode(histories[kb][2])
+            held = self._rows.getValue((kb,))
+            if held is not None:
+                key, versions = decode(held[0])
                 opened[kb] = (key, len(versions))
                 replay += [(key, value, ts) for value, ts in versions]
         replay.sort(key=lambda record: record[2])
@@ -163,7 +154,7 @@ class AsOfJoinProcessor(StatefulProcessor):
                 stream(record_key, loads(v), ctx)
                 seqs += [seq] * (len(out) - before)
                 index += range(len(out) - before)
-        self._save(store, histories, opened, changed, join)
+        self._save(store, deleted, opened, changed, join)
         records, topics = chain.take_with_topics()
         batch, _ = frame(records, self._key_bytes, 0, positions=(seqs, index), topics=topics)
         yield batch.to_pandas()
@@ -171,29 +162,30 @@ class AsOfJoinProcessor(StatefulProcessor):
         if drops:
             yield drop_frame(drops).to_pandas()
 
-    def _load(self) -> tuple[int | None, dict[bytes, _Filed], Any]:
-        """The group's observed stream time, histories by key bytes, and grace buffer.
+    def _load(self) -> tuple[int | None, dict[bytes, int], Any]:
+        """The group's observed stream time, deleted keys (newest timestamp), grace buffer.
 
         :raises IllegalStateError: for a state value of an earlier release (see
             :func:`~topology.spark._stages.time_and_state`), whose buckets held every
-            input partition's keys.
+            input partition's keys, or every key's history in the group's value.
         """
         observed, kept = time_and_state(load_state(self._state), self._spec.name)
         if kept is None:
             return None, {}, None
-        histories, buffered = kept
-        return None if observed < 0 else observed, histories, buffered
+        deleted, buffered = kept
+        return None if observed < 0 else observed, deleted, buffered
 
-    def _save(self, store: Any, histories: dict[bytes, _Filed],
+    def _save(self, store: Any, deleted: dict[bytes, int],
               opened: dict[bytes, tuple[Any, int]], changed: dict[bytes, Any],
               join: InternalProcessor) -> None:
-        """File again the changed histories, drop the invisible ones, write the state.
+        """Write again the changed histories, remove the invisible ones, write the state.
 
         A history changed if a table update of the call named its key, or if it lost
         versions to retention (it was restored with more than the store now shows). A
-        history not restored is dropped without decoding when its newest version is a
-        delete older than the retention's cutoff: then none of it is visible.
+        key whose newest version is a delete older than the retention's cutoff is removed
+        without reading it: none of its history is visible.
         """
+        rows = self._rows
         recount = {kb: key for kb, (key, _) in opened.items()}
         recount.update(changed)
         for kb, key in recount.items():
@@ -201,21 +193,23 @@ class AsOfJoinProcessor(StatefulProcessor):
                         for e in store.history(key, newest_first=False, include_deletes=True)]
             if kb not in changed and len(versions) == opened[kb][1]:
                 continue
+            deleted.pop(kb, None)
             if versions:
-                histories[kb] = _filed(key, versions)
-            else:
-                histories.pop(kb, None)
+                rows.updateValue((kb,), (encode((key, versions)),))
+                if versions[-1][0] is None:
+                    deleted[kb] = versions[-1][1]
+            elif kb in opened:
+                rows.removeKey((kb,))
         observed = store.observed_stream_time
         cutoff = observed - store.history_retention_ms
-        gone = [kb for kb, (newest, deleted, _) in histories.items()
-                if deleted and newest < cutoff]
-        for kb in gone:
-            del histories[kb]
+        for kb in [kb for kb, newest in deleted.items() if newest < cutoff]:
+            rows.removeKey((kb,))
+            del deleted[kb]
         buffered = join.checkpoint(_no_keyspace)
-        if observed < 0 and not histories and buffered is None:
+        if observed < 0 and not deleted and buffered is None:
             self._state.clear()  # nothing seen yet
             return
-        save_state(self._state, timed_state(observed, (histories, buffered)))
+        save_state(self._state, timed_state(observed, (deleted, buffered)))
 
     def close(self) -> None:
         """Nothing to release."""

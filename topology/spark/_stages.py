@@ -304,7 +304,7 @@ def load_state(state: Any) -> bytes | None:
 
 _STATE_FORM = "per-partition-2"
 """Marks a group's state value as this release's: a stream time per input partition, and the
-aggregates without windows in rows of their own (:class:`FiledRows`)."""
+aggregates without windows, table rows and join histories in rows of their own."""
 
 
 def timed_state(stream_time: int, kept: Any) -> bytes:
