@@ -1,9 +1,10 @@
 """Hypothesis profiles: how many examples a run tries, chosen by ``HYPOTHESIS_PROFILE``.
 
-``dev`` (10 per property: ``make check``) for quick runs while editing, ``ci`` (100, the default, what
-``make test`` runs) and ``nightly`` (1,000) for long searches. A property that needs more or
-fewer examples than its neighbours says so relative to the profile: ``examples(300)`` is 3x
-the profile's count (300 under ``ci``, 30 under ``dev``, 3,000 under ``nightly``).
+``dev`` (10 per property: ``make check``) for quick runs while editing, ``ci`` (100, the
+default, what ``make test`` runs) and ``nightly`` (1,000) for long searches. A property that
+needs more or fewer examples than its neighbours says so relative to the profile:
+``examples(300)`` is 3x the profile's count (300 under ``ci``, 30 under ``dev``, 3,000 under
+``nightly``).
 """
 
 from __future__ import annotations

@@ -302,7 +302,7 @@ def load_state(state: Any) -> bytes | None:
     return None if held is None else held[0]
 
 
-_STATE_FORM = "per-partition-2"
+_STATE_FORM = "per-partition-3"
 """Marks a group's state value as this release's: a stream time per input partition, and the
 aggregates without windows, table rows and join histories in rows of their own."""
 
@@ -316,8 +316,9 @@ def time_and_state(state: bytes | None, node: str) -> tuple[int, Any]:
     """The stream time (ms; -1 for none) and what a group keeps, from :func:`timed_state`.
 
     :raises IllegalStateError: for a state value in an earlier release's form (one that kept
-        the keys of every input partition together, or the aggregates without windows in
-        the group's value): read as this release's, keys would be lost.
+        the keys of every input partition together, or the aggregates without windows or
+        the join's histories in the group's value): read as this release's, keys would be
+        lost.
     """
     if state is None:
         return -1, None

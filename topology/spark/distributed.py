@@ -18,8 +18,8 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   (:mod:`topology.spark._time_limit`); it needs the RocksDB state store;
 - a stream's ``join``/``left_join`` with a versioned table source runs the same way: table
   updates and stream records in one ``transformWithStateInPandas``, grouped by a hash
-  bucket of the key, each bucket's table history one state value, the lookup done by the
-  library's own versioned store and join processor (:mod:`topology.spark._join`), and the
+  bucket of the key, each key's table history a row of Spark's state store, the lookup done
+  by the library's own versioned store and join processor (:mod:`topology.spark._join`), and the
   stateless steps after the join with them; a time- or session-windowed aggregation with
   unbounded final results after the join (the two stateful steps in one query) becomes
   ``withWatermark(ts, grace)`` + ``groupBy(window(ts, size, advance), key)`` (sessions:
