@@ -14,10 +14,11 @@ from topology.spark._stages import (
     drop_frame,
     frame,
     outputs_frame,
+    pack_rows,
     records_of_frame,
+    tick_rows,
     unpacked,
 )
-from topology.state.codec import encode
 
 headers = st.lists(st.tuples(st.text(max_size=3), st.none() | st.binary(max_size=3)),
                    max_size=2).map(tuple)
@@ -36,6 +37,31 @@ def test_packed_results_unpack_in_place_between_plain_rows(first: list[Any], pac
     assert records_of_frame(table) == first + packed + last
 
 
+def pack(chunk: int, records: list[Any]) -> bytes:
+    """The packed row's bytes of ``records`` (not empty), as a pre stage sends them."""
+    data: bytes = pack_rows({0: records}, chunk).column("k")[0].as_py()
+    return data
+
+
+def tick(chunk: int, top: dict[str, int]) -> bytes:
+    """A tick row's bytes: the chunk's largest timestamp per topic."""
+    data: bytes = tick_rows({0: top}, 1, chunk).column("k")[0].as_py()
+    return data
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.integers() | st.text(max_size=3) | st.none(),
+                          st.integers() | st.none(), st.integers(0, 2**63 - 1), headers,
+                          st.integers(0, 2**63 - 1), st.integers(-1, 2**63 - 1),
+                          st.sampled_from(["a", "b", "c"])), min_size=1, max_size=20))
+def test_a_pack_gives_back_its_records(records: list[Any]) -> None:
+    """Packed by column and unpacked: the records as they were, headers and topics too."""
+    import pandas as pd  # type: ignore[import-untyped]
+
+    got, _, _ = unpacked([pd.DataFrame({"k": [pack(0, records)]})])
+    assert sorted(got, key=repr) == sorted(records, key=repr)
+
+
 def test_no_results_make_no_row() -> None:
     assert outputs_frame([]).num_rows == 0
     assert drop_frame({}).num_rows == 0
@@ -47,9 +73,9 @@ def test_no_results_make_no_row() -> None:
                                    st.just("t")), max_size=5), max_size=4))
 def test_unpacked_records_come_in_arrival_order(packs: list[list[Any]]) -> None:
     """By ``seq``, stably: records of one pack with one ``seq`` keep their order."""
-    import pandas as pd  # type: ignore[import-untyped]
+    import pandas as pd
 
-    frames = [pd.DataFrame({"k": [encode((0, None, pack)) for pack in packs]})]
+    frames = [pd.DataFrame({"k": [pack(0, records) for records in packs if records]})]
     flat = [record for pack in packs for record in pack]
     assert unpacked(frames) == (sorted(flat, key=lambda record: record[4]), -1, {})
 
@@ -72,9 +98,9 @@ def test_a_record_takes_the_time_of_its_partitions_earlier_chunks(
             records.append(record)
             expected.append(record[:5] + (max(seen, time), "t"))
             seen = max(seen, ts)
-        ticks.append(encode((chunk, {"t": seen}, [])))
+        ticks.append(tick(chunk, {"t": seen}))
         time = max(time, seen)
-    packs = [encode((chunk, None, [r for r in records if r[4] >> CHUNK_BITS == chunk]))
+    packs = [pack(chunk, [r for r in records if r[4] >> CHUNK_BITS == chunk])
              for chunk in chunks]
     frames = [pd.DataFrame({"k": packs[::-1] + ticks})]
     assert unpacked(frames) == (expected, time, {c: {"t": max(chunks[c])} for c in chunks})
@@ -88,10 +114,8 @@ def test_chunks_of_different_topics_are_read_side_by_side() -> None:
     first = ("k", "v", 100, (), 0 << CHUNK_BITS, -1, "a")
     second = ("k", "v", 5, (), 1 << CHUNK_BITS, -1, "b")
     third = ("k", "v", 6, (), 2 << CHUNK_BITS, -1, "a")
-    frames = [pd.DataFrame({"k": [encode((c, None, [r])) for c, r in
-                                  enumerate((first, second, third))]
-                            + [encode((0, {"a": 100}, [])), encode((1, {"b": 5}, [])),
-                               encode((2, {"a": 6}, []))]})]
+    frames = [pd.DataFrame({"k": [pack(c, [r]) for c, r in enumerate((first, second, third))]
+                            + [tick(0, {"a": 100}), tick(1, {"b": 5}), tick(2, {"a": 6})]})]
     records, time, _ = unpacked(frames)
     assert [(r[2], r[5]) for r in records] == [(5, -1), (100, -1), (6, 100)]
     assert time == 100

@@ -19,7 +19,9 @@ chain.
 
 from __future__ import annotations
 
+import sys
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import Any
@@ -405,7 +407,8 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     node, all of input ``partition``, become one row per group ``partition * buckets +
     crc32(key bytes) % buckets`` (:func:`group`): route
     :data:`~topology.spark._compile.AGGREGATION`, ``k`` the codec's bytes of ``(chunk, None,
-    records)``, each record ``(key, value, timestamp, headers, seq, st, topic)`` (as in
+    columns)``, the records ``(key, value, timestamp, headers, seq, st, topic)`` by column
+    (:func:`_columns`; as in
     :data:`FRAME`; ``st`` the largest timestamp routed there before it in the chunk and
     partition, from ``seen`` on; ``topics``: each record's), ``ts`` their largest timestamp,
     ``seq`` the group and ``st`` their number; those with a ``None`` key are dropped and
@@ -462,8 +465,49 @@ def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]], chunk: int) -> pa.Reco
     ``chunk`` is theirs.
     """
     order = sorted(packs)
-    return _pack_batch([(g, _dumps((chunk, None, packs[g])), max(r[2] for r in packs[g]),
-                         len(packs[g])) for g in order])
+    return _pack_batch([(g, _dumps((chunk, None, _columns(packs[g]))),
+                         max(r[2] for r in packs[g]), len(packs[g])) for g in order])
+
+
+def _columns(records: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """A pack's records ``(key, value, timestamp, headers, seq, st, topic)`` by column.
+
+    The three numbers are little-endian int64 arrays; the topics are their distinct names
+    and each record's index among them; the headers are ``None`` when every record's are
+    ``()``.
+    So the state codec writes two objects per record (key and value), not eight.
+    """
+    keys, values, stamps, headers, seqs, sts, topics = zip(*records, strict=True)
+    names = sorted(set(topics))
+    index = {name: i for i, name in enumerate(names)}
+    empty = all(h == () for h in headers)
+    return (keys, values, _longs(stamps), None if empty else headers, _longs(seqs),
+            _longs(sts), tuple(names), _longs([index[t] for t in topics]))
+
+
+def _records(columns: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The records of :func:`_columns`."""
+    keys, values, stamps, headers, seqs, sts, names, topics = columns
+    return list(zip(keys, values, _unlongs(stamps), headers or ((),) * len(keys),
+                    _unlongs(seqs), _unlongs(sts), [names[i] for i in _unlongs(topics)],
+                    strict=True))
+
+
+def _longs(values: Iterable[int]) -> bytes:
+    """``values`` as little-endian int64s."""
+    packed = array("q", values)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _unlongs(data: bytes) -> list[int]:
+    """The ints :func:`_longs` wrote."""
+    packed = array("q")
+    packed.frombytes(data)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tolist()
 
 
 def tick_rows(tops: Mapping[int, Mapping[str, int]], buckets: int, chunk: int
@@ -475,7 +519,7 @@ def tick_rows(tops: Mapping[int, Mapping[str, int]], buckets: int, chunk: int
     learns them, also a group that got none of its records: a key group's stream time is its
     partition's, as every key of a task shares the task's.
     """
-    return _pack_batch([(group(p, b, buckets), _dumps((chunk, dict(mine), [])),
+    return _pack_batch([(group(p, b, buckets), _dumps((chunk, dict(mine), None)),
                          max(mine.values()), 0)
                         for p, mine in sorted(tops.items()) for b in range(buckets)])
 
@@ -523,7 +567,8 @@ def unpacked(frames: Iterable[Any]
                 for topic, ts in top.items():
                     if ts > mine.get(topic, -1):
                         mine[topic] = ts
-            records += packed
+            if packed is not None:
+                records += _records(packed)
     records.sort(key=itemgetter(4))
     before: dict[int, dict[str, int]] = {}
     running: dict[str, int] = {}
