@@ -461,8 +461,9 @@ def group(partition: int, bucket: int, buckets: int) -> int:
 def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]], chunk: int) -> pa.RecordBatch:
     """Packs of records as record-frame rows, one per group (see :func:`packed_frame`).
 
-    ``packs`` maps a group to its records, each a tuple whose third item is its timestamp;
-    ``chunk`` is theirs.
+    ``packs`` maps a group to its records (not empty), each a tuple whose third item is its
+    timestamp; ``chunk`` is theirs. A row's ``k`` is the codec's bytes of ``(chunk, None,
+    columns)`` (:func:`_columns`); a tick's (:func:`tick_rows`) of ``(chunk, top, None)``.
     """
     order = sorted(packs)
     return _pack_batch([(g, _dumps((chunk, None, _columns(packs[g]))),
@@ -475,14 +476,15 @@ def _columns(records: list[tuple[Any, ...]]) -> tuple[Any, ...]:
     The three numbers are little-endian int64 arrays; the topics are their distinct names
     and each record's index among them; the headers are ``None`` when every record's are
     ``()``.
-    So the state codec writes two objects per record (key and value), not eight.
+    So the state codec writes two objects per record (key and value; three with headers),
+    not eight. ``records`` is not empty; the three numbers fit int64 (timestamps, positions).
     """
     keys, values, stamps, headers, seqs, sts, topics = zip(*records, strict=True)
-    names = sorted(set(topics))
+    names = tuple(dict.fromkeys(topics))
     index = {name: i for i, name in enumerate(names)}
     empty = all(h == () for h in headers)
     return (keys, values, _longs(stamps), None if empty else headers, _longs(seqs),
-            _longs(sts), tuple(names), _longs([index[t] for t in topics]))
+            _longs(sts), names, _longs([index[t] for t in topics]))
 
 
 def _records(columns: tuple[Any, ...]) -> list[tuple[Any, ...]]:
