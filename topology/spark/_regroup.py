@@ -31,7 +31,6 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from suppress.entry import RecordContext
 
-from ..errors import IllegalStateError
 from ..record import Change
 from ..runtime.processor import Entry
 from ._compile import RegroupSpec
@@ -43,6 +42,7 @@ from ._stages import (
     FiledRows,
     drop_counts,
     drop_frame,
+    earlier_form,
     pack_rows,
     tick_rows,
     unpacked,
@@ -138,12 +138,8 @@ class RegroupProcessor(StatefulProcessor):
         each with its record's position and partition time; the first group of each input
         partition passes that partition's ticks on to every group of the aggregation.
         """
-        if self._earlier.exists():
-            raise IllegalStateError(
-                f"{self._spec.table}: the query's checkpoint holds the table's rows as an "
-                f"earlier release kept them (one value per key group); this release cannot "
-                f"read them. Run the query on a new checkpoint_dir (it reads its input "
-                f"again)")
+        if self._earlier.exists():  # the table's rows as one value per key group
+            raise earlier_form(self._spec.table)
         records, _, tops = unpacked(rows)
         regrouping = Regrouping(self._spec, self._rows, self._key_bytes, self._buckets)
         for k, v, ts, h, seq, st, topic in records:

@@ -44,7 +44,7 @@ from .columns import BatchPlan
 
 __all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "MAX_SOURCES",
            "MAX_SPARK_PARTITIONS", "ROW_KEY", "ROW_VALUE", "BucketHost", "Chain", "FiledRows",
-           "chunk_of", "drop_counts", "drop_frame", "frame", "group", "load_state",
+           "chunk_of", "drop_counts", "drop_frame", "earlier_form", "frame", "group", "load_state",
            "outputs_frame", "pack_rows", "packed_frame", "pre_stage", "records_of_frame",
            "save_state", "tick_rows", "time_and_state", "timed_state", "unpacked", "window_records")
 
@@ -326,11 +326,16 @@ def time_and_state(state: bytes | None, node: str) -> tuple[int, Any]:
         return -1, None
     value = _loads(state)
     if not (isinstance(value, tuple) and len(value) == 3 and value[0] == _STATE_FORM):
-        raise IllegalStateError(
-            f"{node}: the query's checkpoint holds state in an earlier release's form, which "
-            f"this release cannot read. Run the query on a new checkpoint_dir (it reads its "
-            f"input again)")
+        raise earlier_form(node)
     return value[1], value[2]
+
+
+def earlier_form(node: str) -> IllegalStateError:
+    """The error for a key group's state that ``node`` finds in an earlier release's form."""
+    return IllegalStateError(
+        f"{node}: the query's checkpoint holds state in an earlier release's form, which "
+        f"this release cannot read. Run the query on a new checkpoint_dir (it reads its "
+        f"input again)")
 
 
 def drop_counts(metrics: Mapping[str, float], before: Mapping[str, float]) -> dict[str, int]:
