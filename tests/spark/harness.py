@@ -171,11 +171,17 @@ def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Tabl
 
 def _operators(plan: Any) -> list[Operator]:
     """The batched processors of ``plan``, in the order the query runs them."""
+    if plan.join is not None:
+        from topology.spark._join import AsOfJoinProcessor
+
+        assert plan.window is None, "a window after a join is Spark's aggregation"
+        return [Operator(lambda: AsOfJoinProcessor(plan.join, plan.joined))]
     if plan.limit is not None:
         from topology.spark._time_limit import TimeLimitProcessor
 
         return [Operator(lambda: TimeLimitProcessor(plan.limit, plan.post))]
-    assert plan.batched is not None, "the harness runs time limits and batched aggregations"
+    assert plan.batched is not None, "the harness runs joins, time limits and batched " \
+        "aggregations"
     from topology.spark._aggregations import BatchedAggregationProcessor, buckets
 
     aggregate = Operator(lambda: BatchedAggregationProcessor(plan.batched, plan.post))

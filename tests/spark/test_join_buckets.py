@@ -5,7 +5,7 @@ state (a value, and a row per key's history) kept between calls as Spark's state
 keeps it. A call restores only the histories of the keys its records name: across
 micro-batches, with table updates out of order, deletes, and updates too old for the
 history retention, the joined records and the drops must be those of one driver fed each
-micro-batch in the processor's order (by timestamp, table updates first, then arrival).
+micro-batch in a task's order (the topics merged lowest head timestamp first).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from hypothesis_profiles import examples
 
 from topology import Consumed, Materialized, Serdes, StreamsBuilder, Topology
 from topology.errors import IllegalStateError
-from topology.spark._compile import AGGREGATION, DROPS, TABLE_UPDATE, compile_topology
+from topology.spark._compile import DROPS, compile_topology
 from topology.spark._join import AsOfJoinProcessor
-from topology.spark._stages import frame, records_of_frame, time_and_state
+from topology.spark._stages import FRAME, pack_rows, records_of_frame, time_and_state
 from topology.state.codec import decode, encode
 
 from .harness import Handle, MapState, ValueState
-from .helpers import Row, driver_run
+from .helpers import Row, driver_run, task_order
 
 S = Serdes.string()
 RETENTION = 40
@@ -54,9 +54,20 @@ def _states() -> tuple[dict[str, Any], ValueState, MapState]:
     return {"history": value, "histories": rows}, value, rows
 
 
-def _call(states: dict[str, Any], spec: Any, joined: Any, batch: pa.RecordBatch
-          ) -> list[Any]:
-    """One ``handleInputRows`` call of the bucket on ``batch``."""
+def _call(states: dict[str, Any], spec: Any, joined: Any, part: list[Row]) -> list[Any]:
+    """One ``handleInputRows`` call of the bucket on one micro-batch's rows.
+
+    The rows reach it as one chunk of both topics gives them: packed in a task's order,
+    each with the largest timestamp before it.
+    """
+    records = []
+    seen = -1
+    for seq, (topic, key, value, ts) in enumerate(task_order(part, 1) if part else []):
+        records.append((None if key is None else key.decode(),
+                        None if value is None else value.decode(), ts, (), seq, seen, topic))
+        seen = max(seen, ts)
+    batch = pack_rows({0: records}, 0) if records else pa.RecordBatch.from_pylist(
+        [], schema=FRAME)
     processor = AsOfJoinProcessor(spec, joined)
     processor.init(Handle(states))  # type: ignore[arg-type]
     return list(processor.handleInputRows((0,), iter([batch.to_pandas()]), None))
@@ -87,15 +98,8 @@ def bucket_run(topology: Topology, parts: list[list[Row]]
     states, value, rows = _states()
     out: list[tuple[Any, Any, int]] = []
     drops: Counter[str] = Counter()
-    seq = 0
     for part in parts:
-        records = [(TABLE_UPDATE if topic == "rates" else AGGREGATION,
-                    None if key is None else key.decode(),
-                    None if value is None else value.decode(), ts, ())
-                   for topic, key, value, ts in part]
-        batch, _ = frame(records, spec.key_serializer, seq, topics=[r[0] for r in part])
-        seq += len(records)
-        for result in _call(states, spec, joined, batch):
+        for result in _call(states, spec, joined, part):
             table = pa.Table.from_pandas(result, preserve_index=False)
             if table.column("route").to_pylist()[:1] == [DROPS]:  # reason (UTF-8), count
                 for reason, count in zip(table.column("k").to_pylist(),
@@ -105,14 +109,6 @@ def bucket_run(topology: Topology, parts: list[list[Row]]
             out += [(key, value, ts) for _, key, value, ts, _ in records_of_frame(table)]
         _check_rows(value, rows)
     return out, drops
-
-
-def processor_order(parts: list[list[Row]]) -> list[Row]:
-    """Each micro-batch by timestamp, table updates before payments, then arrival."""
-    ordered: list[Row] = []
-    for part in parts:
-        ordered += sorted(part, key=lambda row: (row[3], row[0] != "rates"))
-    return ordered
 
 
 @st.composite
@@ -139,7 +135,9 @@ def micro_batches(draw: st.DrawFn) -> list[list[Row]]:
 def test_calls_restoring_the_named_keys_give_the_driver_records_and_drops(
         parts: list[list[Row]], left: bool, grace: int | None) -> None:
     got, dropped = bucket_run(rated_payments(left, grace), parts)
-    expected, expected_drops = driver_run(rated_payments(left, grace), processor_order(parts))
+    expected, expected_drops = driver_run(rated_payments(left, grace),
+                                          [row for part in parts if part
+                                           for row in task_order(part, 1)])
     assert Counter(got) == Counter(expected)
     assert dropped == expected_drops
 
@@ -164,10 +162,7 @@ def test_histories_leave_the_state_once_retention_hides_them() -> None:
     plan = compile_topology(rated_payments(False))
     assert plan.join is not None and plan.joined is not None
     for part in parts:
-        records = [(TABLE_UPDATE if t == "rates" else AGGREGATION, k.decode(),  # type: ignore[union-attr]
-                    None if v is None else v.decode(), ts, ()) for t, k, v, ts in part]
-        batch, _ = frame(records, plan.join.key_serializer, 0, topics=[r[0] for r in part])
-        _call(states, plan.join, plan.joined, batch)
+        _call(states, plan.join, plan.joined, part)
         _check_rows(value, rows)
     assert value.value is not None
     observed, (deleted, _) = time_and_state(value.value[0], "join")
@@ -188,10 +183,7 @@ def test_a_key_untouched_for_batches_keeps_its_history_and_reads_as_of_its_time(
     states, value, rows = _states()
     observed = []
     for part in (first, second):
-        records = [(TABLE_UPDATE, k.decode(), v.decode(), ts, ())  # type: ignore[union-attr]
-                   for _, k, v, ts in part]
-        batch, _ = frame(records, plan.join.key_serializer, 0, topics=["rates"] * len(part))
-        _call(states, plan.join, plan.joined, batch)
+        _call(states, plan.join, plan.joined, part)
         assert value.value is not None
         observed.append(time_and_state(value.value[0], "join")[0])
     assert observed == [1, 30]
@@ -202,17 +194,17 @@ def test_a_key_untouched_for_batches_keeps_its_history_and_reads_as_of_its_time(
 
 def test_a_bucket_of_an_earlier_release_is_refused() -> None:
     """The state of earlier releases: before partitions had key groups of their own (all
-    keys' versions, oldest first), and with every key's history in the group's value:
-    refused, never read as this release's."""
+    keys' versions, oldest first), with every key's history in the group's value, and with
+    keys grouped by another hash: refused, never read as this release's."""
     plan = compile_topology(rated_payments(False))
     assert plan.join is not None and plan.joined is not None
-    records = [(AGGREGATION, "EUR", "10", 3, ())]
-    batch, _ = frame(records, plan.join.key_serializer, 0, topics=["payments"])
+    payment: list[Row] = [("payments", b"EUR", b"10", 3)]
     histories = {b"EUR": (0, False, encode(("EUR", [("1.1", 0)])))}
     for earlier in (encode(([("EUR", "1.1", 0), ("USD", "0.9", 1), ("EUR", "1.2", 5)], None)),
                     encode(("per-partition-1", 0, (histories, None))),
-                    encode(("per-partition-2", 0, (histories, None)))):
+                    encode(("per-partition-2", 0, (histories, None))),
+                    encode(("per-partition-3", 0, ({}, None)))):
         states, value, _ = _states()
         value.update((earlier,))
         with pytest.raises(IllegalStateError, match="new checkpoint_dir"):
-            _call(states, plan.join, plan.joined, batch)
+            _call(states, plan.join, plan.joined, payment)

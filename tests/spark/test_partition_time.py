@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,9 +25,11 @@ from hypothesis_profiles import examples
 from suppress import BufferConfig
 from topology import Consumed, Materialized, Serdes, StreamsBuilder, Topology
 from topology.errors import IllegalStateError
+from topology.runtime.engine import merge_by_timestamp
 from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket
 from topology.spark._compile import compile_topology
+from topology.spark._join import buckets as join_buckets
 from topology.spark._stages import FRAME
 from topology.spark.columns import plan as column_plan
 from topology.spark.distributed import plan_stage
@@ -401,9 +404,10 @@ def test_join_state_of_an_earlier_release_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("make", "partitions"), [(keyed_conversions, [0, 1]),
-                                                  (regrouped_conversions, [0, 0])])
+                                                  (regrouped_conversions, [0])])
 def test_records_for_a_join_carry_their_partition(make: Any, partitions: list[int]) -> None:
-    """The join's input rows say the task: their input partition, 0 after a re-key."""
+    """The join's input packs say the task: their key group's input partition, 0 after a
+    re-key."""
     plan = compile_topology(make())
     stage = plan_stage(plan, column_plan(None, KAFKA_SCHEMA, plan.sources), plan.sources)
     payment = [("payments", b"EUR", b"10", 5)] if make is keyed_conversions else [
@@ -412,4 +416,113 @@ def test_records_for_a_join_carry_their_partition(make: Any, partitions: list[in
     rows = pa.Table.from_batches(list(stage(
         iter(chunk.select(list(column_plan(None, KAFKA_SCHEMA, plan.sources).selected))
              .to_batches()), partition_id=0)))
-    assert rows.column("p").to_pylist() == partitions
+    packs = rows.filter(pc.greater(rows.column("st"), 0))  # ticks hold no records
+    per_partition = join_buckets(plan.join)
+    assert sorted({g // per_partition for g in packs.column("seq").to_pylist()}) == partitions
+
+
+# -- the as-of join: a task's order over partitions, topics and chunks -------------------------
+
+def converting(left: bool, grace: int | None, retention: int) -> Topology:
+    """Payments keyed by currency joined as of their time with the rates (``left``: a left
+    join, which joins a payment without a rate, or without a key)."""
+    b = StreamsBuilder()
+    rates = b.table("rates", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()),
+                    Materialized.versioned("rates", retention))
+    payments = b.stream("payments", Consumed(key_serde=Serdes.string(),
+                                             value_serde=Serdes.string()))
+    joiner = (lambda amount, rate: f"{amount}x{rate}")  # noqa: E731
+    (payments.left_join(rates, joiner, grace=grace) if left
+     else payments.join(rates, joiner, grace=grace)).to("converted")
+    return b.build()
+
+
+@st.composite
+def rates_and_payments(draw: st.DrawFn) -> tuple[list[list[Piece]], list[list[Row]]]:
+    """Micro-batches of rates and payments of 1-2 input partitions, each topic's timestamps
+    in any order, and what each partition's task reads in each micro-batch.
+
+    A partition's slice of a micro-batch comes as a chunk per topic (as Spark's Kafka source
+    gives it), a topic's sometimes split in two, or as one chunk of both topics; the chunks
+    in any order but a topic's own in its order. A task reads each micro-batch's records
+    of a partition merged lowest head timestamp first.
+    """
+    n_partitions = draw(st.integers(1, 2))
+    n_batches = draw(st.integers(1, 3))
+    slices: list[list[dict[str, list[Row]]]] = []  # per partition, per batch, per topic
+    for _ in range(n_partitions):
+        mine: list[dict[str, list[Row]]] = [{} for _ in range(n_batches)]
+        for topic in ("rates", "payments"):
+            rows: list[Row] = []
+            now = 0
+            for _ in range(draw(st.integers(0, 12))):
+                now += draw(st.integers(0, 10))
+                ts = max(0, now - draw(st.sampled_from([0, 0, 4, 25])))
+                key = draw(st.sampled_from([b"EUR", b"USD", b"JPY", b"CHF", b"GBP", None]))
+                value = draw(st.sampled_from([b"1.1", b"0.9", None] if topic == "rates"
+                                             else [b"10", b"25"]))
+                rows.append((topic, key, value, ts))
+            cuts = sorted(draw(st.lists(st.integers(0, len(rows)), min_size=n_batches - 1,
+                                        max_size=n_batches - 1)))
+            bounds = [0, *cuts, len(rows)]
+            for b in range(n_batches):
+                mine[b][topic] = rows[bounds[b]:bounds[b + 1]]
+        slices.append(mine)
+    batches: list[list[Piece]] = []
+    reads: list[list[Row]] = [[] for _ in range(n_partitions)]
+    for b in range(n_batches):
+        sequences: list[list[Piece]] = []
+        for p in range(n_partitions):
+            by_topic = slices[p][b]
+            reads[p] += [(t, *r) for t, records in merge_by_timestamp(
+                {t: [r[1:] for r in rows] for t, rows in by_topic.items() if rows})
+                for r in records] if any(by_topic.values()) else []
+            if draw(st.booleans()):
+                sequences.append([(p, by_topic["rates"] + by_topic["payments"])])
+                continue
+            for rows in by_topic.values():
+                split = draw(st.integers(0, len(rows)))
+                sequences.append([(p, rows[:split]), (p, rows[split:])])
+        order = draw(st.permutations([i for i, seq in enumerate(sequences) for _ in seq]))
+        taken = [0] * len(sequences)
+        batch: list[Piece] = []
+        for i in order:
+            batch.append(sequences[i][taken[i]])
+            taken[i] += 1
+        batches.append(batch)
+    return batches, reads
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(data=rates_and_payments(), left=st.booleans(),
+       grace=st.sampled_from([None, 5, 30]), seed=st.integers(0, 3))
+def test_joins_give_one_driver_per_partition(data: tuple[list[list[Piece]], list[list[Row]]],
+                                             left: bool, grace: int | None, seed: int
+                                             ) -> None:
+    """Out-of-order rates and payments over partitions and chunks: the joined records and
+    the drops of one driver per partition fed what its task reads (history retention
+    longer than the input spans, as it is per key group)."""
+    batches, reads = data
+    got, drops = distributed_run(converting(left, grace, 10_000), [
+        [chunk_table(part, p) for p, part in batch] for batch in batches], seed)
+    expected: Counter[Any] = Counter()
+    expected_drops: Counter[str] = Counter()
+    for rows in reads:
+        records, dropped = driver_run(converting(left, grace, 10_000), rows, "converted")
+        expected.update(records)
+        expected_drops.update(dropped)
+    assert (Counter((k, v, ts) for t, k, v, ts in got if t == "converted"), drops) == \
+        (expected, expected_drops)
+
+
+def test_a_payment_waits_for_the_rate_its_topic_head_lets_in_first() -> None:
+    """Payments p@10, q@2 and the rate @5 in chunks of their own: the task takes the rate
+    before the payment @10 (the lower head), so q@2, read after the rate, is joined with
+    no rate of its time but the payment @10 is joined with the rate."""
+    payments = [("payments", b"EUR", b"10", 10), ("payments", b"EUR", b"25", 2)]
+    rate = [("rates", b"EUR", b"1.1", 5)]
+    got, _ = distributed_run(converting(True, None, 10_000),
+                             [[chunk_table(payments, 0), chunk_table(rate, 0)]])
+    expected, _ = driver_run(converting(True, None, 10_000), [*rate, *payments], "converted")
+    assert sorted(expected) == [("EUR", "10x1.1", 10), ("EUR", "25xNone", 2)]
+    assert sorted((k, v, ts) for _, k, v, ts in got) == sorted(expected)

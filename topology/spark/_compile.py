@@ -197,6 +197,8 @@ class JoinSpec:
     table: str
     """The versioned table source node."""
     table_factory: Callable[[], InternalProcessor]
+    table_topics: frozenset[str]
+    """The table source's topics: a record read from one is a table update."""
     store: str
     store_factory: Callable[[], Any]
     """Builds the table's (in-memory) versioned store, as the test driver does."""
@@ -426,7 +428,8 @@ def compile_topology(topology: Topology) -> Plan:
             store = _store(topology, node.stores[0])
             stateful = stateful or node
             join_node = node
-            join = JoinSpec(node.name, table.name, table.factory, store.name, store.factory,
+            join = JoinSpec(node.name, table.name, table.factory,
+                            frozenset(table.parents[0].topics), store.name, store.factory,
                             _key_serializer(store), definition.grace_ms)
             exits = {node.name: AGGREGATION, table.name: TABLE_UPDATE}
     if stateful is not None and not exits:

@@ -1,11 +1,13 @@
 """A stream's as-of join with a versioned table in a batched ``transformWithStateInPandas``.
 
-Table updates and stream records are unioned into one ``transformWithStateInPandas``, grouped
-by their input partition (the record frame's ``p``: a task's, or 0 after a repartition) and a
-hash bucket of the table's key bytes within it (:data:`BUCKETS` buckets; one with a grace
-period, see below), so that one call handles every record of such a key group in a
-micro-batch. Each key's table history is a row of Spark's state store of its own, in the
-group's map state under the key's bytes (the state codec's bytes, never pickle).
+Table updates and stream records reach one ``transformWithStateInPandas`` packed per key
+group, as the aggregations' do (:func:`~topology.spark._stages.packed_frame`): a group is a
+hash bucket of the table's key bytes within an input partition (:data:`BUCKETS` buckets;
+one with a grace period, see below; after a re-key, the one repartition partition's), and
+one call handles every record of a group in a micro-batch. A ``None`` key goes to bucket 0:
+a left join joins it, the table source and an inner join drop and count it. Each key's
+table history is a row of Spark's state store of its own, in the group's map state under
+the key's bytes (the state codec's bytes, never pickle).
 
 Inside a call the library's own parts do the work, as in a task: the topology's versioned
 table source writes each update into the topology's own in-memory versioned store (history
@@ -15,10 +17,12 @@ joined chain (the stateless steps after the join) runs on the joined records, up
 topics or a windowed aggregation after the join, which Spark runs on this processor's output.
 Its drops (null keys or values, out-of-order or expired table updates) leave as
 :data:`~topology.spark._stages.DROPS` rows, which the runner counts in its metrics.
-A call processes its records by timestamp, then table updates before stream records, then
-arrival; a task processes them in arrival order. A record leaving for the aggregation carries
-the position of the stream record it came from, so that the aggregation folds values in
-arrival order, across buckets.
+A call takes its records in the task's order (:func:`~topology.spark._stages.unpacked`):
+each topic's in arrival order, the table's and the stream's merged lowest head timestamp
+first, as a task's ``PartitionGroup`` merges them; a record is a table update when it was
+read from the table's topic. A record leaving for the aggregation carries the position of
+the stream record it came from, so that the aggregation folds values in arrival order,
+across groups.
 
 A key group keeps, besides those rows, one state value: the store's observed stream time,
 the keys whose newest version is a delete (with its timestamp), and the join's grace buffer
@@ -29,7 +33,9 @@ update named the key, or retention took versions. A history whose newest version
 delete older than the retention's cutoff is removed without reading it, so deleted keys do
 not pile up. The other keys' rows are not touched, so a call's cost follows its records,
 not the table; a key not named since may keep versions that fell out of retention (at most
-the versions it had when it was last named) until it is named again. With a grace period
+the versions it had when it was last named) until it is named again. The observed stream
+time, which decides what retention hides, is the group's: the newest table update among
+the group's keys, where a task's counts every key of its partition. With a grace period
 the join's buffer time is the largest stream timestamp the processor has seen; a task has
 one processor for all its keys, so the runner then uses one bucket per input partition,
 which keeps that time (and so which records are still held) the task's.
@@ -48,7 +54,7 @@ from suppress.entry import RecordContext
 
 from ..runtime.processor import InternalProcessor
 from ..state.codec import decode, encode
-from ._compile import TABLE_UPDATE, ChainSpec, JoinSpec
+from ._compile import ChainSpec, JoinSpec
 from ._stages import (
     BUCKETS,
     ROW_KEY,
@@ -62,6 +68,7 @@ from ._stages import (
     save_state,
     time_and_state,
     timed_state,
+    unpacked,
 )
 
 __all__ = ("BUCKETS", "AsOfJoinProcessor", "buckets")
@@ -101,10 +108,9 @@ class AsOfJoinProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
-        """Apply the bucket's table updates and join its stream records, by timestamp."""
+        """Apply the group's table updates and join its stream records, in the task's order."""
         spec = self._spec
-        data = pd.concat(list(rows), ignore_index=True).sort_values(
-            ["ts", "route", "seq"], kind="stable")
+        records, _, _ = unpacked(rows)
         host = BucketHost(spec.store, spec.store_factory)
         host.metrics.versioned_stores = list(host.stores.values())
         store = host.stores[spec.store]
@@ -116,11 +122,12 @@ class AsOfJoinProcessor(StatefulProcessor):
         join = chain.roots("")[0]
         join.init(host)  # type: ignore[arg-type]
         observed, deleted, buffered = self._load()
-        touched = {kb for kb in data["kb"].tolist() if kb is not None}
+        key_bytes = spec.key_serializer
+        kbs = [None if record[0] is None else key_bytes(record[0]) for record in records]
+        touched = {kb for kb in kbs if kb is not None}
         if buffered is not None:  # held stream records look their keys up when released
-            key_bytes = spec.key_serializer
             touched.update(kb for *_, key, _, _ in buffered[2]
-                           if (kb := key_bytes(key)) is not None)
+                           if key is not None and (kb := key_bytes(key)) is not None)
         opened: dict[bytes, tuple[Any, int]] = {}
         replay = []
         for kb in touched:
@@ -135,28 +142,26 @@ class AsOfJoinProcessor(StatefulProcessor):
             join.restore(buffered, _no_keyspace)
         restored = host.metrics.as_dict()  # writes the restore replayed are not this call's
         update, stream = table.record_entry(), join.record_entry()
-        loads = decode
+        tables = spec.table_topics
         out = chain.out
         seqs: list[int] = []
         index: list[int] = []
         changed: dict[bytes, Any] = {}
-        for route, k, v, ts, h, kb, seq, tp in zip(
-                data["route"].tolist(), data["k"], data["v"], data["ts"].tolist(), data["h"],
-                data["kb"], data["seq"].tolist(), data["tp"], strict=True):
-            record_key = loads(k)
-            ctx = RecordContext(ts, -1, tp or "", 0, () if h is None else loads(h))
-            if route == TABLE_UPDATE:
-                update(record_key, loads(v), ctx)
-                if record_key is not None and kb is not None:
+        for (record_key, value, ts, headers, seq, _, topic), kb in zip(records, kbs,
+                                                                       strict=True):
+            ctx = RecordContext(ts, -1, topic, 0, headers)
+            if topic in tables:
+                update(record_key, value, ctx)
+                if kb is not None:
                     changed[kb] = record_key
             else:
                 before = len(out)
-                stream(record_key, loads(v), ctx)
+                stream(record_key, value, ctx)
                 seqs += [seq] * (len(out) - before)
                 index += range(len(out) - before)
         self._save(store, deleted, opened, changed, join)
-        records, topics = chain.take_with_topics()
-        batch, _ = frame(records, self._key_bytes, 0, positions=(seqs, index), topics=topics)
+        outputs, topics = chain.take_with_topics()
+        batch, _ = frame(outputs, self._key_bytes, 0, positions=(seqs, index), topics=topics)
         yield batch.to_pandas()
         drops = drop_counts(host.metrics.as_dict(), restored)
         if drops:

@@ -304,9 +304,10 @@ def load_state(state: Any) -> bytes | None:
     return None if held is None else held[0]
 
 
-_STATE_FORM = "per-partition-3"
+_STATE_FORM = "per-partition-4"
 """Marks a group's state value as this release's: a stream time per input partition, and the
-aggregates without windows, table rows and join histories in rows of their own."""
+aggregates without windows, table rows and join histories in rows of their own, the join's
+keys grouped as the other steps' are."""
 
 
 def timed_state(stream_time: int, kept: Any) -> bytes:
@@ -405,7 +406,8 @@ def chunk_of(source: int, partition_id: int) -> int:
 def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
                  first_seq: int, partition: int, seen: int, buckets: int, chunk: int,
                  topics: list[str], tops: dict[str, int] | None = None,
-                 drops_null_values: bool = False) -> tuple[pa.RecordBatch, int]:
+                 drops_null_values: bool = False, keeps_null_keys: bool = False
+                 ) -> tuple[pa.RecordBatch, int]:
     """:func:`frame`, but the records routed to the stateful node packed per key group.
 
     A record to an output topic is a row as in :func:`frame`. The records to the stateful
@@ -422,7 +424,9 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     the stateful node so far; ``tops`` (the chunk's, per topic, for :func:`tick_rows`) is
     raised in place. A record the node drops before it moves its stream time (a ``None``
     key; with ``drops_null_values``, a stream aggregation's, a ``None`` value too) moves
-    neither.
+    neither. With ``keeps_null_keys`` (the as-of join, whose left join joins a ``None`` key
+    and whose other parts drop and count it themselves), such a record goes to the
+    partition's bucket 0 and moves both.
     """
     rows: list[Out] = []
     seqs: list[int] = []
@@ -436,10 +440,10 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
             seqs.append(seq)
             continue
         kb = None if key is None else key_bytes(key)
-        if kb is None:
+        if kb is None and not keeps_null_keys:
             null_keys += 1
             continue
-        packs.setdefault(base + zlib.crc32(kb) % buckets, []).append(
+        packs.setdefault(base + (0 if kb is None else zlib.crc32(kb) % buckets), []).append(
             (key, value, ts, headers, seq, seen, topic))
         if value is None and drops_null_values:
             continue
@@ -592,22 +596,24 @@ def unpacked(frames: Iterable[Any]
     return records, max(running.values(), default=-1), tops
 
 
-def _merge_order(record: tuple[Any, ...]) -> tuple[int, int]:
+def _merge_order(record: tuple[Any, ...]) -> tuple[int, str, int]:
     """Where a record comes when topics are merged lowest head timestamp first.
 
     Taking the sequence whose next record has the lowest timestamp is taking records by
-    their sequence's running maximum (``max(timestamp, st)``), then by position: within a
-    sequence that key never falls, and a record behind its sequence's maximum follows the
-    record that set it.
+    their sequence's running maximum (``max(timestamp, st)``), then, at equal heads, the
+    topic named first (as :func:`~topology.runtime.engine.merge_by_timestamp` does), then by
+    position: within a sequence that key never falls, and a record behind its sequence's
+    maximum follows the record that set it.
     """
-    return max(record[2], record[5]), record[4]
+    return max(record[2], record[5]), record[6], record[4]
 
 
 def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
               serdes: Mapping[str, tuple[Serde[Any] | None, Serde[Any] | None]],
               spec: ChainSpec, key_bytes: Callable[[Any], bytes | None] | None,
               pack: int | None = None, source: int = 0, rekeyed: bool = False,
-              regrouped: bool = False, drops_null_values: bool = False
+              regrouped: bool = False, drops_null_values: bool = False,
+              keeps_null_keys: bool = False
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of one source DataFrame: decode, run the pre chain, frame.
 
@@ -626,6 +632,7 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
     its changes go through a repartition: their time (``st``) spans the chunk's partitions.
     ``drops_null_values``: the node is a stream aggregation, which drops a record with a
     ``None`` value before it moves its stream time (see :func:`packed_frame`).
+    ``keeps_null_keys``: the node (the as-of join) takes a ``None`` key itself.
 
     :raises ValueError: (in the task) for a Spark partition id or a chunk too large for the
         positions (:data:`CHUNK_BITS`).
@@ -665,7 +672,8 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
             else:
                 batch, seen[timed] = packed_frame(out, key_bytes, seq, at,
                                                   seen.get(timed, -1), pack, chunk, read_from,
-                                                  tops.setdefault(at, {}), drops_null_values)
+                                                  tops.setdefault(at, {}), drops_null_values,
+                                                  keeps_null_keys)
             seq += len(out)
             return batch
 

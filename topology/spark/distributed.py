@@ -289,26 +289,19 @@ class DistributedRunner:
         return _drops_observed(out)
 
     def _joined(self, frames: list[Any]) -> Any:
-        """The as-of join in ``transformWithStateInPandas``, keys in buckets."""
-        from pyspark.sql import functions as F
+        """The as-of join in ``transformWithStateInPandas``, keys in groups (packed)."""
         from pyspark.sql.types import StructType
 
-        from ._join import AsOfJoinProcessor, buckets
+        from ._join import AsOfJoinProcessor
 
         join = self._plan.join
         assert join is not None
-        rows = _union(frames)
-        # keys in buckets within each input partition (a null key, dropped and counted by
-        # the join or the table source, goes to bucket 0)
-        n = F.lit(buckets(join))
-        rows = (rows.where(F.col("route") < 0)
-                .withColumn("bucket", F.coalesce(F.col("p"), F.lit(0)) * n
-                            + F.coalesce(F.pmod(F.xxhash64("kb"), n), F.lit(0))))
+        rows = _packs(_union(frames))
         schema = StructType.fromJson(_spark_schema(FRAME))
         window = self._plan.window
         joined = self._plan.joined
         assert joined is not None
-        out = rows.groupBy("bucket").transformWithStateInPandas(
+        out = rows.groupBy("key_group").transformWithStateInPandas(
             AsOfJoinProcessor(join, joined, None if window is None else window.key_serializer),
             schema, "Append", "None")
         return _drops_observed(out)
@@ -805,12 +798,17 @@ def plan_stage(plan: Plan, batch_plan: BatchPlan, topics: Iterable[str], source:
     ``batch_plan`` reads its columns, ``topics`` are the topics it holds, ``source`` its
     index among the sources. The stage frames the records for ``plan``'s stateful node: by
     its key serializer, packed per key group when a batched processor runs it, with the
-    node's rules of time (a re-key, a table's regroup, dropped ``None`` values).
+    node's rules of time (a re-key, a table's regroup, dropped ``None`` values, the join's
+    kept ``None`` keys).
     """
     stateful = plan.join or plan.window or plan.limit or plan.regroup or plan.batched
     key_bytes = None if stateful is None else stateful.key_serializer
     pack: int | None = None
-    if plan.limit is not None:
+    if plan.join is not None:
+        from ._join import buckets as join_buckets
+
+        pack = join_buckets(plan.join)
+    elif plan.limit is not None:
         from ._time_limit import buckets
 
         pack = buckets(plan.limit)
@@ -828,7 +826,8 @@ def plan_stage(plan: Plan, batch_plan: BatchPlan, topics: Iterable[str], source:
     drops_null_values = plan.batched is not None and plan.regroup is None \
         and plan.batched.drops_null_values
     return pre_stage(batch_plan, frozenset(topics), serdes, plan.pre, key_bytes, pack, source,
-                     plan.rekeyed, plan.regroup is not None, drops_null_values)
+                     plan.rekeyed, plan.regroup is not None, drops_null_values,
+                     plan.join is not None)
 
 
 def _routes(chain: ChainSpec) -> set[int]:
