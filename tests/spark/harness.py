@@ -171,11 +171,14 @@ def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Tabl
 
 def _operators(plan: Any) -> list[Operator]:
     """The batched processors of ``plan``, in the order the query runs them."""
+    operators = []
     if plan.join is not None:
         from topology.spark._join import AsOfJoinProcessor
 
-        assert plan.window is None, "a window after a join is Spark's aggregation"
-        return [Operator(lambda: AsOfJoinProcessor(plan.join, plan.joined))]
+        operators.append(Operator(lambda: AsOfJoinProcessor(
+            plan.join, plan.joined, plan.batched, plan.rekeyed or plan.rekeyed_after_join)))
+        if plan.batched is None:
+            return operators
     if plan.limit is not None:
         from topology.spark._time_limit import TimeLimitProcessor
 
@@ -186,7 +189,7 @@ def _operators(plan: Any) -> list[Operator]:
 
     aggregate = Operator(lambda: BatchedAggregationProcessor(plan.batched, plan.post))
     if plan.regroup is None:
-        return [aggregate]
+        return [*operators, aggregate]
     from topology.spark._regroup import RegroupProcessor
 
     regroup = Operator(lambda: RegroupProcessor(plan.regroup, plan.batched.key_serializer,

@@ -18,11 +18,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from suppress import BufferConfig
+from suppress import BufferConfig, Suppressed
 from topology import Consumed, Materialized, Serdes, StreamsBuilder, Topology
 from topology.errors import IllegalStateError
 from topology.runtime.engine import merge_by_timestamp
@@ -46,7 +46,7 @@ from .test_distributed import (
     stream_of,
     write_parquet,
 )
-from .test_distributed_aggregations import SUPPRESSIONS, windowed_clicks
+from .test_distributed_aggregations import SUPPRESSIONS, _windows, windowed_clicks
 from .test_distributed_sources import merged_counts
 from .test_distributed_table_aggregations import balances
 
@@ -450,7 +450,7 @@ def rates_and_payments(draw: st.DrawFn) -> tuple[list[list[Piece]], list[list[Ro
     n_partitions = draw(st.integers(1, 2))
     n_batches = draw(st.integers(1, 3))
     slices: list[list[dict[str, list[Row]]]] = []  # per partition, per batch, per topic
-    for _ in range(n_partitions):
+    for partition in range(n_partitions):
         mine: list[dict[str, list[Row]]] = [{} for _ in range(n_batches)]
         for topic in ("rates", "payments"):
             rows: list[Row] = []
@@ -459,6 +459,8 @@ def rates_and_payments(draw: st.DrawFn) -> tuple[list[list[Piece]], list[list[Ro
                 now += draw(st.integers(0, 10))
                 ts = max(0, now - draw(st.sampled_from([0, 0, 4, 25])))
                 key = draw(st.sampled_from([b"EUR", b"USD", b"JPY", b"CHF", b"GBP", None]))
+                if key is not None and partition:  # each partition's keys its own
+                    key += b"-%d" % partition
                 value = draw(st.sampled_from([b"1.1", b"0.9", None] if topic == "rates"
                                              else [b"10", b"25"]))
                 rows.append((topic, key, value, ts))
@@ -526,3 +528,76 @@ def test_a_payment_waits_for_the_rate_its_topic_head_lets_in_first() -> None:
     expected, _ = driver_run(converting(True, None, 10_000), [*rate, *payments], "converted")
     assert sorted(expected) == [("EUR", "10x1.1", 10), ("EUR", "25xNone", 2)]
     assert sorted((k, v, ts) for _, k, v, ts in got) == sorted(expected)
+
+
+AFTER_JOIN = {
+    "tumbling-final": ("tumbling", Suppressed.until_window_closes(BufferConfig.unbounded())),
+    "session-final": ("session", Suppressed.until_window_closes(BufferConfig.unbounded())),
+    "sliding-final": ("sliding", Suppressed.until_window_closes(BufferConfig.unbounded())),
+    "tumbling-limit-bounded": ("tumbling", Suppressed.until_time_limit(
+        8, BufferConfig.max_records(2).emit_early_when_full())),
+    "hopping-updates": ("hopping", None),
+    "totals-limit": ("none", Suppressed.until_time_limit(8, BufferConfig.unbounded())),
+}
+
+
+def converted_then(case: str, left: bool, grace: int | None, rekey: bool) -> Topology:
+    """The conversions, then per currency (``rekey``: per amount) the joined values folded
+    in arrival order, in the windows and suppression of ``AFTER_JOIN[case]``."""
+    b = StreamsBuilder()
+    rates = b.table("rates", Consumed(key_serde=Serdes.string(), value_serde=Serdes.string()),
+                    Materialized.versioned("rates", 10_000))
+    payments = b.stream("payments", Consumed(key_serde=Serdes.string(),
+                                             value_serde=Serdes.string()))
+    joiner = (lambda amount, rate: f"{amount}x{rate}")  # noqa: E731
+    joined = (payments.left_join(rates, joiner, grace=grace) if left
+              else payments.join(rates, joiner, grace=grace))
+    grouped: Any = joined.group_by(lambda currency, value: value.split("x")[0]) if rekey \
+        else joined.group_by_key()
+    windows, suppressed = AFTER_JOIN[case]
+    if windows != "none":
+        grouped = grouped.windowed_by(_windows(windows))
+    if windows == "session":
+        table = grouped.aggregate(lambda: "", lambda k, v, agg: agg + v[-1],
+                                  lambda k, a, b: a + b)
+    else:
+        table = grouped.aggregate(lambda: "", lambda k, v, agg: agg + v[-1])
+    (table if suppressed is None else table.suppress(suppressed)).to_stream().to("out")
+    return b.build()
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(data=rates_and_payments(), case=st.sampled_from(sorted(AFTER_JOIN)),
+       left=st.booleans(), grace=st.sampled_from([None, 5]), rekey=st.booleans(),
+       seed=st.integers(0, 3))
+def test_aggregations_after_a_join_give_one_driver_per_partition(
+        data: tuple[list[list[Piece]], list[list[Row]]], case: str, left: bool,
+        grace: int | None, rekey: bool, seed: int) -> None:
+    """The joined records reach the aggregation in their task's order, with its time: what
+    one driver per partition gives; after a re-key, what one driver gives on the
+    partitions' records partition after partition, each micro-batch."""
+    assume(not rekey or grace is None)  # a driver's grace buffer would span the partitions
+    batches, reads = data
+    if rekey:  # one repartition partition: each micro-batch's partitions one after another
+        reads = [[row for b, batch in enumerate(batches) for p in sorted({p for p, _ in batch})
+                  for row in _task_reads(batch, p)]]
+    got, drops = distributed_run(converted_then(case, left, grace, rekey), [
+        [chunk_table(part, p) for p, part in batch] for batch in batches], seed)
+    expected: Counter[Any] = Counter()
+    expected_drops: Counter[str] = Counter()
+    for rows in reads:
+        records, dropped = driver_run(converted_then(case, left, grace, rekey), rows, "out")
+        expected.update(records)
+        expected_drops.update(dropped)
+    assert (Counter((k, v, ts) for t, k, v, ts in got if t == "out"), drops) == \
+        (expected, expected_drops)
+
+
+def _task_reads(batch: list[Piece], partition: int) -> list[Row]:
+    """A micro-batch's records of one partition as its task reads them."""
+    by_topic: dict[str, list[tuple[Any, ...]]] = {}
+    for p, part in batch:
+        if p == partition:
+            for topic, *record in part:
+                by_topic.setdefault(topic, []).append(tuple(record))
+    return [(t, *r) for t, records in merge_by_timestamp(by_topic) for r in records]

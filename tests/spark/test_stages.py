@@ -32,8 +32,8 @@ records = st.lists(st.tuples(st.integers(0, 3), st.text(max_size=4) | st.none(),
 def test_packed_results_unpack_in_place_between_plain_rows(first: list[Any], packed: list[Any],
                                                             last: list[Any]) -> None:
     """Plain rows, a packed row (possibly none) and plain rows again: the records in order."""
-    table = pa.Table.from_batches([frame(first, None, 0)[0], outputs_frame(packed),
-                                   frame(last, None, 0)[0]], schema=FRAME)
+    table = pa.Table.from_batches([frame(first), outputs_frame(packed),
+                                   frame(last)], schema=FRAME)
     assert records_of_frame(table) == first + packed + last
 
 

@@ -144,10 +144,9 @@ def test_the_compiler_and_describe_read_definitions_only(make: Any) -> None:
     plain = compile_topology(make())
     topology = _without_processors(make())
     plan = compile_topology(topology)
-    assert (plan.window is None, plan.batched is None, plan.join is None,
-            plan.limit is None, plan.regroup is None) == (
-        plain.window is None, plain.batched is None, plain.join is None,
-        plain.limit is None, plain.regroup is None)
+    assert (plan.batched is None, plan.join is None, plan.limit is None,
+            plan.regroup is None) == (plain.batched is None, plain.join is None,
+                                      plain.limit is None, plain.regroup is None)
     assert str(topology.describe()) == str(make().describe())
     assert set(_produced_serdes(topology)) == set(_produced_serdes(make()))
 

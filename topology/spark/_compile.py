@@ -21,18 +21,15 @@
 - or **join**: a stream's ``join``/``left_join`` (with or without ``grace``) with a versioned
   table source that nothing else reads: both run in one ``transformWithStateInPandas``
   (:mod:`topology.spark._join`), and so does the **joined** chain, the join node and the
-  stateless stream nodes after it, up to output topics or a **window** that only the join
-  feeds: one time-windowed or session-windowed ``count``/``reduce``/``aggregate`` whose
-  only child is ``suppress(until_window_closes(...))`` with an unbounded (or spilling)
-  buffer, followed by ``to_stream()``, which becomes Spark's ``withWatermark`` +
-  ``groupBy(window(...))`` (sessions: ``session_window(...)``) aggregation in append mode
-  on the joined records;
-- **post**: the stateless stream nodes after the ``to_stream()`` of the window, the batched
-  aggregation or the limit, up to output topics.
+  stateless stream nodes after it, up to output topics or a **batched** aggregation that
+  only the join feeds (as above, in its own ``transformWithStateInPandas``; the join then
+  packs the joined records for it, one key group per input partition, so that the
+  aggregation gets them in the task's order);
+- **post**: the stateless stream nodes after the ``to_stream()`` of the batched aggregation
+  or the limit, up to output topics.
 
 Everything else (other tables, other table aggregations, joins with tables without history,
-user processors, any aggregation after a join but a time- or session-windowed one with
-unbounded final results, any other second stateful node) is refused with a
+user processors, any other second stateful node) is refused with a
 :class:`UnsupportedTopologyError` naming the node, before any Spark query is defined.
 """
 
@@ -63,37 +60,22 @@ from ..runtime.engine import DEFAULT_APPLICATION_ID
 from ..runtime.graph import GraphNode, StoreSpec
 from ..runtime.processor import InternalProcessor
 from ..runtime.processors import stateless as sp
-from ..runtime.processors.aggregate import count_adder, count_initializer
 from ..serde import serializer_of
 from ..topology import Topology
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = ("AGGREGATION", "DROPS", "OUTPUTS", "TABLE_UPDATE", "BatchedAggregationSpec", "ChainSpec",
            "JoinSpec", "Plan", "ReadInternalTopic", "RegroupSpec", "TimeLimitSpec",
-           "UnsupportedTopologyError", "WindowSpec", "compile_topology")
-
-def _windowed(definition: Definition) -> bool:
-    """Whether a node is an aggregation the runner compiles to Spark's windowed one.
-
-    Time windows and sessions; sliding windows run in the batched processor.
-    """
-    return isinstance(definition, Aggregation) and isinstance(
-        definition.windows, TimeWindows | SessionWindows)
-
-
-def _final_results(definition: Definition) -> bool:
-    """Whether a node is a final-results suppression (``until_window_closes``)."""
-    return isinstance(definition, Suppression) and definition.suppressed.final_results
-
+           "UnsupportedTopologyError", "compile_topology")
 
 def _time_limit(definition: Definition) -> bool:
     """Whether a node is a time-limit suppression (``until_time_limit``)."""
     return isinstance(definition, Suppression) and not definition.suppressed.final_results
 
 AGGREGATION = -1
-"""The route of records that reach the stateful node: the windowed aggregation or the
-time-limited table, or the stream side of the as-of join; in the joined chain, the windowed
-aggregation after the join (others: the output topic's index)."""
+"""The route of records that reach the stateful node: the aggregation or the time-limited
+table, or the stream side of the as-of join; in the joined chain, the aggregation after the
+join (others: the output topic's index)."""
 
 TABLE_UPDATE = -2
 """The route of records that reach the versioned table source of the as-of join."""
@@ -150,27 +132,6 @@ class ChainSpec:
 
 
 @dataclass(frozen=True)
-class WindowSpec:
-    """The windowed aggregation: window sizes (or the session gap), how values are folded."""
-
-    name: str
-    size_ms: int
-    advance_ms: int
-    grace_ms: int
-    count: bool
-    """A plain ``count()``: Spark counts natively, no Python call per record."""
-    initializer: Callable[[], Any] | None
-    aggregator: Callable[[Any, Any, Any], Any]
-    key_serializer: Callable[[Any], bytes | None]
-    """The aggregation's key bytes (its store's): records are grouped by them, as in a task."""
-    gap_ms: int | None = None
-    """Session windows: the inactivity gap (``size_ms`` and ``advance_ms`` are then 0);
-    ``None`` for time windows."""
-    merger: Callable[[Any, Any, Any], Any] | None = None
-    """Session windows: ``merger(key, agg1, agg2)``, as the session aggregate calls it."""
-
-
-@dataclass(frozen=True)
 class TimeLimitSpec:
     """A table's ``suppress(until_time_limit(d, ...))``: run in a batched processor."""
 
@@ -205,6 +166,8 @@ class JoinSpec:
     key_serializer: Callable[[Any], bytes | None]
     """The table's key bytes: both sides' records are bucketed by them."""
     grace_ms: int | None
+    feeds_aggregation: bool = False
+    """An aggregation takes the joined records (the plan's ``batched``)."""
 
 
 @dataclass(frozen=True)
@@ -296,18 +259,17 @@ class Plan:
     sources: dict[str, Any]
     """External source topic -> its ``Consumed`` (key and value serdes)."""
     pre: ChainSpec
-    window: WindowSpec | None
     limit: TimeLimitSpec | None
     join: JoinSpec | None
     joined: ChainSpec | None
-    """The join and the stateless nodes after it, up to output topics or the windowed
+    """The join and the stateless nodes after it, up to output topics or the batched
     aggregation (route :data:`AGGREGATION`), run in the join's processor."""
     post: ChainSpec
     """The stateless nodes after the to_stream() of the aggregation or the time limit."""
     topics: tuple[str, ...]
     """The output topics, indexed by route."""
     batched: BatchedAggregationSpec | None = None
-    """The aggregation run in a batched processor (then ``window`` is ``None``)."""
+    """The aggregation run in a batched processor (after ``join``, if any)."""
     regroup: RegroupSpec | None = None
     """For a table aggregation: the table and its ``group_by``, run before ``batched``."""
 
@@ -318,8 +280,18 @@ class Plan:
         Then the node runs as the one task of a repartition topic of one partition,
         whatever input partition a record came from.
         """
-        return any(isinstance(factory, partial) and factory.func is ReadInternalTopic
-                   for _, factory, _ in self.pre.nodes)
+        return _repartitions(self.pre)
+
+    @property
+    def rekeyed_after_join(self) -> bool:
+        """Whether the joined records reach the aggregation through a repartition."""
+        return self.joined is not None and _repartitions(self.joined)
+
+
+def _repartitions(chain: ChainSpec) -> bool:
+    """Whether ``chain`` reads a repartition topic."""
+    return any(isinstance(factory, partial) and factory.func is ReadInternalTopic
+               for _, factory, _ in chain.nodes)
 
 
 def _what(node: GraphNode) -> str:
@@ -350,12 +322,12 @@ def _refuse(node: GraphNode, why: str) -> UnsupportedTopologyError:
         f"suppressed in between, one table "
         f"with suppress(until_time_limit(d, ...)) + to_stream(), or one stream's join or "
         f"left_join with a versioned table source that nothing else reads, optionally "
-        f"followed by a time- or session-windowed aggregation with an unbounded buffer; "
+        f"followed by an aggregation of the joined stream; "
         f"ForeachBatchRunner runs every topology")
 
 
 def compile_topology(topology: Topology) -> Plan:
-    """Sort ``topology``'s nodes into the pre, window, limit, join, joined and post parts.
+    """Sort ``topology``'s nodes into the pre, limit, join, joined, batched and post parts.
 
     :raises UnsupportedTopologyError: naming the first node that cannot run distributed.
     """
@@ -372,8 +344,9 @@ def compile_topology(topology: Topology) -> Plan:
 
     stateful: GraphNode | None = None
     """The first stateful node: the aggregation, the table source of a time limit, or the
-    join (a windowed aggregation may follow the join)."""
-    window_node: GraphNode | None = None
+    join (an aggregation may follow the join)."""
+    after_join: GraphNode | None = None
+    """The aggregation of the joined stream, if one follows the join."""
     batched: BatchedAggregationSpec | None = None
     regroup: RegroupSpec | None = None
     limit: TimeLimitSpec | None = None
@@ -391,29 +364,23 @@ def compile_topology(topology: Topology) -> Plan:
             continue
         if isinstance(definition, Aggregation | StreamTableJoin) or _time_limit(definition):
             if stateful is not None and not (
-                    join_node is not None and window_node is None
-                    and _windowed(definition)):
+                    join_node is not None and after_join is None
+                    and isinstance(definition, Aggregation) and definition.grouped != "table"):
                 raise _refuse(node, f"the runner compiles one stateful aggregation or "
                                     f"join per topology, or an as-of join followed by "
-                                    f"a time- or session-windowed aggregation, and "
-                                    f"{(window_node or stateful).name} is another")
+                                    f"an aggregation of the joined stream, and "
+                                    f"{(after_join or stateful).name} is another")
         if isinstance(definition, Aggregation):
             suppression_node, to_streams = _tail(node)
             suppression = None if suppression_node is None else suppression_node.definition
             assert suppression is None or isinstance(suppression, Suppression)
-            if join_node is not None and _windowed(definition) and suppression is not None \
-                    and suppression.suppressed.final_results and not _bounded(suppression):
-                window_node = node
-            elif join_node is not None:
-                raise _refuse(node, "after an as-of join only a time- or session-"
-                              "windowed aggregation with suppress(until_window_closes(...)) "
-                              "and an unbounded buffer is compiled")
+            batched = _batched_spec(node, definition, suppression_node, suppression, topology)
+            if suppression_node is not None:
+                absorbed.add(suppression_node.name)
+            if join_node is not None:
+                after_join = node
             else:
                 stateful = node
-                batched = _batched_spec(node, definition, suppression_node, suppression,
-                                        topology)
-                if suppression_node is not None:
-                    absorbed.add(suppression_node.name)
                 if definition.grouped == "table":
                     regroup = _regroup_spec(node, topology, readers)
                     exits = {regroup.table: AGGREGATION}
@@ -434,20 +401,20 @@ def compile_topology(topology: Topology) -> Plan:
             exits = {node.name: AGGREGATION, table.name: TABLE_UPDATE}
     if stateful is not None and not exits:
         exits = {stateful.name: AGGREGATION}
-    if join_node is not None and window_node is not None and \
-            window_node.name not in _downstream(join_node, children):
-        raise _refuse(join_node, f"the runner compiles a windowed "
-                      f"aggregation after an as-of join, not before or beside it, and "
-                      f"{window_node.name} is not fed by this join")
+    if join_node is not None and after_join is not None:
+        if after_join.name not in _downstream(join_node, children):
+            raise _refuse(join_node, f"the runner compiles an aggregation after an as-of "
+                          f"join, not before or beside it, and {after_join.name} is not fed "
+                          f"by this join")
+        assert join is not None
+        join = replace(join, feeds_aggregation=True)
 
     def refused(node: GraphNode, part: str) -> UnsupportedTopologyError:
-        if part == "pre" and node is window_node:
+        if part == "pre" and node is after_join:
             return _refuse(node, f"its records come from the as-of join "
                                        f"{join_node.name if join_node else ''} and from "
-                                       f"elsewhere: a windowed aggregation after a join is "
+                                       f"elsewhere: an aggregation after a join is "
                                        f"compiled only when all its records pass the join")
-        if _windowed(node.definition):
-            return _refuse(node, "only one windowed aggregation is compiled")
         return _refuse(node, _reason(node.definition))
 
     def chain(roots: dict[str, list[GraphNode]], part: str, heads: tuple[GraphNode, ...],
@@ -503,16 +470,13 @@ def compile_topology(topology: Topology) -> Plan:
             for topic in node.topics:
                 sources[topic] = node.consumed
                 roots[topic] = [node]
-    window = None
-    if window_node is not None:
-        window = _window_spec(window_node, topology)
     pre = chain(roots, "pre", (), exits)
     joined = None if join_node is None else chain(
         {"": [join_node]}, "joined", (join_node,),
-        {} if window_node is None else {window_node.name: AGGREGATION})
+        {} if after_join is None else {after_join.name: AGGREGATION})
     post = chain({"": to_streams}, "post", tuple(to_streams), {}) if to_streams \
         else ChainSpec((), {}, topics)
-    return Plan(sources, pre, window, limit, join, joined, post, topics, batched, regroup)
+    return Plan(sources, pre, limit, join, joined, post, topics, batched, regroup)
 
 
 def _downstream(node: GraphNode, children: Callable[[GraphNode], list[GraphNode]]
@@ -625,21 +589,6 @@ def _check_join(node: GraphNode, topology: Topology) -> GraphNode:
     if len(node.parents) != 1:
         raise _refuse(node, "the join's stream has more than one parent node")
     return table
-
-
-def _window_spec(node: GraphNode, topology: Topology) -> WindowSpec:
-    definition = node.definition
-    assert isinstance(definition, Aggregation)
-    key_ser = _key_serializer(_store(topology, definition.store))
-    initializer, aggregator = definition.initializer, definition.aggregator
-    count = initializer is count_initializer and aggregator is count_adder
-    windows = definition.windows
-    if isinstance(windows, SessionWindows):
-        return WindowSpec(node.name, 0, 0, windows.grace_ms, count, initializer, aggregator,
-                          key_ser, windows.gap_ms, definition.merger)
-    assert isinstance(windows, TimeWindows)
-    return WindowSpec(node.name, windows.size_ms, windows.advance_ms, windows.grace_ms, count,
-                      initializer, aggregator, key_ser)
 
 
 def _bounded(definition: Suppression) -> bool:

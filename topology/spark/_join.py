@@ -43,7 +43,7 @@ which keeps that time (and so which records are still held) the task's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -54,9 +54,11 @@ from suppress.entry import RecordContext
 
 from ..runtime.processor import InternalProcessor
 from ..state.codec import decode, encode
-from ._compile import ChainSpec, JoinSpec
+from ._aggregations import buckets as aggregation_buckets
+from ._compile import BatchedAggregationSpec, ChainSpec, JoinSpec
 from ._stages import (
     BUCKETS,
+    CHUNK_BITS,
     ROW_KEY,
     ROW_VALUE,
     BucketHost,
@@ -65,7 +67,9 @@ from ._stages import (
     drop_frame,
     frame,
     load_state,
+    packed_frame,
     save_state,
+    tick_rows,
     time_and_state,
     timed_state,
     unpacked,
@@ -77,11 +81,12 @@ _STATE = StructType([StructField("history", BinaryType())])
 
 
 def buckets(spec: JoinSpec) -> int:
-    """How many key buckets per input partition the join runs in (one with a grace period).
+    """How many key buckets per input partition the join runs in.
 
-    See the module docstring.
+    One with a grace period, or when an aggregation follows: then the time (of the grace
+    buffer, of the aggregation) is the task's. See the module docstring.
     """
-    return 1 if spec.grace_ms is not None else BUCKETS
+    return 1 if spec.grace_ms is not None or spec.feeds_aggregation else BUCKETS
 
 
 def _no_keyspace(name: str) -> Any:
@@ -89,17 +94,21 @@ def _no_keyspace(name: str) -> Any:
 
 
 class AsOfJoinProcessor(StatefulProcessor):
-    """The as-of join of one bucket of keys; emits the joined chain's records as a frame.
+    """The as-of join of one key group; emits the joined chain's records as a frame.
 
-    ``key_bytes`` (the windowed aggregation's key serializer, when one follows the join)
-    gives the ``kb`` of the records routed on to it.
+    ``aggregation`` (the aggregation after the join, if any) gets the records routed on to
+    it packed per key group of its own, with ticks, as the pre stage packs its input
+    (:func:`~topology.spark._stages.packed_frame`); ``rekeyed``: they reach it through a
+    repartition, whose one partition takes every group's.
     """
 
     def __init__(self, spec: JoinSpec, joined: ChainSpec,
-                 key_bytes: Callable[[Any], bytes | None] | None = None) -> None:
+                 aggregation: BatchedAggregationSpec | None = None,
+                 rekeyed: bool = False) -> None:
         self._spec = spec
         self._joined = joined
-        self._key_bytes = key_bytes
+        self._aggregation = aggregation
+        self._rekeyed = rekeyed
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         """Open the bucket's state: its value, and the table histories by key."""
@@ -110,6 +119,7 @@ class AsOfJoinProcessor(StatefulProcessor):
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
         """Apply the group's table updates and join its stream records, in the task's order."""
         spec = self._spec
+        (group,) = key
         records, _, _ = unpacked(rows)
         host = BucketHost(spec.store, spec.store_factory)
         host.metrics.versioned_stores = list(host.stores.values())
@@ -143,29 +153,43 @@ class AsOfJoinProcessor(StatefulProcessor):
         restored = host.metrics.as_dict()  # writes the restore replayed are not this call's
         update, stream = table.record_entry(), join.record_entry()
         tables = spec.table_topics
-        out = chain.out
-        seqs: list[int] = []
-        index: list[int] = []
         changed: dict[bytes, Any] = {}
-        for (record_key, value, ts, headers, seq, _, topic), kb in zip(records, kbs,
-                                                                       strict=True):
+        for (record_key, value, ts, headers, _, _, topic), kb in zip(records, kbs, strict=True):
             ctx = RecordContext(ts, -1, topic, 0, headers)
             if topic in tables:
                 update(record_key, value, ctx)
                 if kb is not None:
                     changed[kb] = record_key
             else:
-                before = len(out)
                 stream(record_key, value, ctx)
-                seqs += [seq] * (len(out) - before)
-                index += range(len(out) - before)
         self._save(store, deleted, opened, changed, join)
-        outputs, topics = chain.take_with_topics()
-        batch, _ = frame(outputs, self._key_bytes, 0, positions=(seqs, index), topics=topics)
-        yield batch.to_pandas()
+        yield from self._outputs(chain, int(group))
         drops = drop_counts(host.metrics.as_dict(), restored)
         if drops:
             yield drop_frame(drops).to_pandas()
+
+    def _outputs(self, chain: Chain, group: int) -> Iterator[pd.DataFrame]:
+        """The call's joined records: to output topics, and packed for the aggregation.
+
+        The group is the join's one of its input partition (see :func:`buckets`), so its
+        records are the task's in its order: their times (``st``) are the task's, and
+        ticks tell each of the aggregation's groups the partition's time. After a
+        repartition the groups are the chunks of its one partition, partition after
+        partition.
+        """
+        outputs, topics = chain.take_with_topics()
+        spec = self._aggregation
+        if spec is None:
+            yield frame(outputs).to_pandas()
+            return
+        at = 0 if self._rekeyed else group // buckets(self._spec)
+        tops: dict[str, int] = {}
+        batch, _ = packed_frame(outputs, spec.key_serializer, group << CHUNK_BITS, at, -1,
+                                aggregation_buckets(spec), group, topics, tops,
+                                spec.drops_null_values)
+        yield batch.to_pandas()
+        if tops:
+            yield tick_rows({at: tops}, aggregation_buckets(spec), group).to_pandas()
 
     def _load(self) -> tuple[int | None, dict[bytes, int], Any]:
         """The group's observed stream time, deleted keys (newest timestamp), grace buffer.

@@ -1,20 +1,16 @@
-"""What the distributed runner runs inside Spark: stateless chains and window results, on Arrow.
+"""What the distributed runner runs inside Spark: stateless chains and packed records, on Arrow.
 
-Between its Spark operators the runner moves records in one Arrow layout, the *record
-frame* (:data:`FRAME`): ``route`` (an output topic's index, or the aggregation), the key and
-value as the state codec's bytes of the objects the topology produced (never pickle), the
-timestamp in ms, the headers (the codec's bytes, null for none), the aggregation's key bytes
-``kb`` (null elsewhere) and ``seq``, the record's position in the micro-batch.
-The encoded values are written and read only by the runner's own operators within one query,
-never taken from a topic.
+Between its Spark operators the runner moves rows in one Arrow layout, the *record frame*
+(:data:`FRAME`): records to output topics, packs of records for a batched processor, a
+processor's results and its drop counts. Keys, values and headers are the state codec's
+bytes of the objects the topology produced (never pickle), written and read only by the
+runner's own operators within one query, never taken from a topic.
 
 :class:`Chain` runs stateless nodes with the library's own processors (the same code, and
 errors, as a task); :func:`pre_stage` frames each chunk of a micro-batch for the stateful
 node, packed per key group with its partitions' ticks (:func:`packed_frame`,
 :func:`tick_rows`), which a batched processor reads back with the task's stream time
-(:func:`unpacked`); :func:`window_records` turns the rows Spark's aggregation emits (a window
-after an as-of join) into the records the suppression would emit, then through the post
-chain.
+(:func:`unpacked`).
 """
 
 from __future__ import annotations
@@ -38,15 +34,14 @@ from ..runtime.processor import Entry, InternalProcessor
 from ..runtime.processors.stateless import LONG_MAX, invalid_timestamp
 from ..serde import Serde
 from ..state.codec import decode, encode
-from ..windows import Window, Windowed
-from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec, WindowSpec
+from ._compile import AGGREGATION, DROPS, OUTPUTS, ChainSpec
 from .columns import BatchPlan
 
 __all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "MAX_SOURCES",
            "MAX_SPARK_PARTITIONS", "ROW_KEY", "ROW_VALUE", "BucketHost", "Chain", "FiledRows",
            "chunk_of", "drop_counts", "drop_frame", "earlier_form", "frame", "group", "load_state",
            "outputs_frame", "pack_rows", "packed_frame", "pre_stage", "records_of_frame",
-           "save_state", "tick_rows", "time_and_state", "timed_state", "unpacked", "window_records")
+           "save_state", "tick_rows", "time_and_state", "timed_state", "unpacked")
 
 BUCKETS = 8
 """Key buckets per input partition of a stateful step run in ``transformWithStateInPandas``
@@ -55,22 +50,16 @@ partition is a key group (:func:`group`), and each call handles a group's record
 micro-batch."""
 
 FRAME = pa.schema([("route", pa.int32()), ("k", pa.binary()), ("v", pa.binary()),
-                   ("ts", pa.int64()), ("h", pa.binary()), ("kb", pa.binary()),
-                   ("seq", pa.int64()), ("st", pa.int64()), ("tp", pa.string()),
-                   ("p", pa.int64())])
-"""The record frame: the Arrow layout of records between the runner's operators.
+                   ("ts", pa.int64()), ("h", pa.binary()), ("seq", pa.int64()),
+                   ("st", pa.int64())])
+"""The record frame: the Arrow layout of rows between the runner's operators.
 
-``seq`` is a record's position: its chunk (:func:`chunk_of`) shifted by :data:`CHUNK_BITS`,
-plus its place in the chunk. ``st`` is, for a record reaching the stateful node, the largest
-timestamp of its input partition's records that reached it before in the chunk (-1 for
-none; a batched processor adds the earlier chunks, see :func:`unpacked`). For a record
-the as-of join sends on to a windowed aggregation, ``seq`` is the position of the stream
-record it joined and ``st`` its index among the records that one gave, so that the
-aggregation folds them in the order the stream records arrived. ``tp``, for a record reaching
-the stateful node, is the topic a task would have read it from (its context's: a
-suppression's buffer counts the name's bytes); null elsewhere. ``p``, for a record reaching
-an as-of join, is the input partition whose task it belongs to (0 after a repartition); null
-elsewhere (packed rows say their key group in ``seq``)."""
+A row is one of: a record to an output topic (its route, the key, value and headers as the
+state codec's bytes, its timestamp; ``seq`` and ``st`` null); a pack of records for a
+batched processor, or a tick (route :data:`~topology.spark._compile.AGGREGATION`, ``seq``
+the key group, ``st`` the records; see :func:`packed_frame`); a processor's results in one
+row (:data:`~topology.spark._compile.OUTPUTS`, see :func:`outputs_frame`); or its drops
+(:data:`~topology.spark._compile.DROPS`, see :func:`drop_frame`)."""
 
 DROP_REASONS = (DropReason.NULL_KEY, DropReason.NULL_VALUE, DropReason.OUT_OF_ORDER,
                 DropReason.EXPIRED_VERSION, DropReason.EXPIRED_WINDOW)
@@ -171,49 +160,18 @@ class Chain:
         return out, topics
 
 
-def frame(records: list[Out], key_bytes: Callable[[Any], bytes | None] | None,
-          first_seq: int, seen: int = -1,
-          positions: tuple[list[int], list[int]] | None = None,
-          topics: list[str] | None = None, partition: int | None = None
-          ) -> tuple[pa.RecordBatch, int]:
-    """Records as a record-frame batch, and the largest stateful-input timestamp seen.
-
-    ``kb`` (by ``key_bytes``), ``st``, ``tp`` (from ``topics``, one per record, if given)
-    and ``p`` (``partition``) are for the records routed to a stateful node (a negative
-    route);
-    ``seen``: the largest timestamp routed there before these records. ``positions``, given,
-    are the ``seq`` and ``st`` columns instead (the join's records: see :data:`FRAME`).
-    """
-    kb: list[bytes | None] = []
-    st: list[int] = []
-    tp: list[str | None] = []
-    for i, (route, key, _, ts, _) in enumerate(records):
-        if route >= 0:
-            kb.append(None)
-            st.append(-1)
-            tp.append(None)
-            continue
-        kb.append(None if key is None or key_bytes is None else key_bytes(key))
-        st.append(seen)
-        tp.append(None if topics is None else topics[i])
-        if ts > seen:
-            seen = ts
-    seq: Any = range(first_seq, first_seq + len(records))
-    if positions is not None:
-        seq, st = positions
-    batch = pa.RecordBatch.from_arrays([
+def frame(records: list[Out]) -> pa.RecordBatch:
+    """Records to output topics (routes of ``topics``) as a record-frame batch."""
+    n = len(records)
+    return pa.RecordBatch.from_arrays([
         pa.array([r[0] for r in records], pa.int32()),
         pa.array([_dumps(r[1]) for r in records], pa.binary()),
         pa.array([_dumps(r[2]) for r in records], pa.binary()),
         pa.array([r[3] for r in records], pa.int64()),
         pa.array([_dumps(r[4]) if r[4] else None for r in records], pa.binary()),
-        pa.array(kb, pa.binary()),
-        pa.array(seq, pa.int64()),
-        pa.array(st, pa.int64()),
-        pa.array(tp, pa.string()),
-        pa.array([None if r[0] >= 0 else partition for r in records], pa.int64()),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.int64()),
     ], schema=FRAME)
-    return batch, seen
 
 
 class BucketHost:
@@ -368,11 +326,8 @@ def drop_frame(drops: Mapping[str, int]) -> pa.RecordBatch:
         pa.nulls(n, pa.binary()),
         pa.array([drops[r] for r in reasons], pa.int64()),
         pa.nulls(n, pa.binary()),
-        pa.nulls(n, pa.binary()),
         pa.array([0] * n, pa.int64()),
         pa.array([-1] * n, pa.int64()),
-        pa.nulls(n, pa.string()),
-        pa.nulls(n, pa.int64()),
     ], schema=FRAME)
 
 
@@ -429,7 +384,6 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     partition's bucket 0 and moves both.
     """
     rows: list[Out] = []
-    seqs: list[int] = []
     packs: dict[int, list[tuple[Any, ...]]] = {}
     null_keys = 0
     base = partition * buckets
@@ -437,7 +391,6 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
         route, key, value, ts, headers = record
         if route >= 0:
             rows.append(record)
-            seqs.append(seq)
             continue
         kb = None if key is None else key_bytes(key)
         if kb is None and not keeps_null_keys:
@@ -451,7 +404,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
             seen = ts
         if tops is not None and ts > tops.get(topic, -1):
             tops[topic] = ts
-    batch, _ = frame(rows, None, 0, positions=(seqs, [-1] * len(rows)))
+    batch = frame(rows)
     parts = [batch]
     if packs:
         parts.append(pack_rows(packs, chunk))
@@ -544,11 +497,8 @@ def _pack_batch(rows: list[tuple[int, bytes, int, int]]) -> pa.RecordBatch:
         pa.nulls(n, pa.binary()),
         pa.array([r[2] for r in rows], pa.int64()),
         pa.nulls(n, pa.binary()),
-        pa.nulls(n, pa.binary()),
         pa.array([r[0] for r in rows], pa.int64()),
         pa.array([r[3] for r in rows], pa.int64()),
-        pa.nulls(n, pa.string()),
-        pa.nulls(n, pa.int64()),
     ], schema=FRAME)
 
 
@@ -667,8 +617,7 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
                 raise ValueError(f"a Spark partition of the micro-batch gave more than "
                                  f"2**{CHUNK_BITS} records: split the input further")
             if pack is None or key_bytes is None:
-                batch, seen[timed] = frame(out, key_bytes, seq, seen.get(timed, -1),
-                                           topics=read_from, partition=at)
+                batch = frame(out)
             else:
                 batch, seen[timed] = packed_frame(out, key_bytes, seq, at,
                                                   seen.get(timed, -1), pack, chunk, read_from,
@@ -697,71 +646,8 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
     return run
 
 
-def window_records(table: pa.Table, window: WindowSpec, post: Chain) -> list[Out]:
-    """The final results in Spark's aggregated rows, run through the post chain.
-
-    ``table`` has ``start``, ``end``, ``ts`` (ms), ``k`` (the codec's bytes of the key),
-    ``h`` and ``n`` (a count) or ``vals`` (a list of ``(bt, seq, st, v)``: each value with
-    its batch time and position, so values fold in arrival order; see :data:`FRAME`).
-    Windows come out by (end, key bytes), as a task emits windows closing together.
-    """
-    n = table.num_rows
-    if n == 0:
-        return []
-    table = table.sort_by([("end", "ascending"), ("kb", "ascending")])
-    starts = table.column("start").to_pylist()
-    ends = table.column("end").to_pylist()
-    times = table.column("ts").to_pylist()
-    keys = [_loads(b) for b in table.column("k").to_pylist()]
-    headers = [() if h is None else _loads(h) for h in table.column("h").to_pylist()]
-    if window.count:
-        values = table.column("n").to_pylist()
-    else:
-        values = [_fold(key, vals, window) for key, vals in
-                  zip(keys, table.column("vals").to_pylist(), strict=True)]
-    windows: dict[tuple[int, int], Window] = {}
-    exits = post.exits
-    out: list[Out] = []
-    for i in range(n):
-        value = values[i]
-        if value is None:
-            continue  # the aggregate was deleted: final results drop tombstones
-        win = windows.get((starts[i], ends[i]))
-        if win is None:
-            win = windows[starts[i], ends[i]] = Window(starts[i], ends[i])
-        if exits is None:
-            ctx = RecordContext(times[i], -1, "", 0, headers[i])
-            post.feed_change(Windowed(keys[i], win), value, ctx)
-        else:
-            key = Windowed(keys[i], win)
-            for route in exits:
-                out.append((route, key, value, times[i], headers[i]))
-    return out if exits is not None else post.take()
-
-
-def _fold(key: Any, vals: list[dict[str, Any]], window: WindowSpec) -> Any:
-    """Fold a window's values in arrival order, as the windowed aggregate does.
-
-    A session's aggregate calls, for each record after the first, the merger on a fresh
-    ``initializer()`` and the session's aggregate (the session it extends) before the
-    aggregator: the same calls here.
-    """
-    vals.sort(key=lambda v: (v["bt"], v["seq"], v["st"]))
-    initializer, aggregator, merger = window.initializer, window.aggregator, window.merger
-    agg: Any = None
-    for item in vals:
-        value = _loads(item["v"])
-        if agg is None:  # the first value, or the aggregate was deleted: start afresh
-            agg = value if initializer is None else aggregator(key, value, initializer())
-        elif merger is not None and initializer is not None:
-            agg = aggregator(key, value, merger(key, initializer(), agg))
-        else:
-            agg = aggregator(key, value, agg)
-    return agg
-
-
 def records_of_frame(table: pa.Table) -> list[Out]:
-    """The records of a record-frame table (its ``kb`` and ``seq`` are not needed).
+    """The records of a record-frame table of records and processors' results.
 
     Rows of route :data:`~topology.spark._compile.OUTPUTS` are unpacked in place.
     """

@@ -10,8 +10,7 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   emitting every update) runs in ``transformWithStateInPandas``, the keys of each input
   partition in hash buckets (one for a bounded buffer), the library's own aggregation and
   suppression doing the work with the partition's stream time
-  (:mod:`topology.spark._aggregations`); Spark's own windowed aggregation keeps one
-  watermark for the query, not a stream time per input partition;
+  (:mod:`topology.spark._aggregations`);
 - a table's ``suppress(until_time_limit(d, ...))`` (no Spark operator exists for it) runs
   in ``transformWithStateInPandas`` with keys grouped into a few hash buckets, so that one
   call handles a bucket's records of a micro-batch and its whole buffer is one state value
@@ -20,11 +19,9 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   updates and stream records in one ``transformWithStateInPandas``, grouped by a hash
   bucket of the key, each key's table history a row of Spark's state store, the lookup done
   by the library's own versioned store and join processor (:mod:`topology.spark._join`), and the
-  stateless steps after the join with them; a time- or session-windowed aggregation with
-  unbounded final results after the join (the two stateful steps in one query) becomes
-  ``withWatermark(ts, grace)`` + ``groupBy(window(ts, size, advance), key)`` (sessions:
-  ``session_window``) in append mode on the records the join sends on: Spark keeps the
-  windows and emits each one once its end is at or below the watermark;
+  stateless steps after the join with them; an aggregation of the joined stream (the two
+  stateful steps in one query) runs after it as above, on the records the join packs for
+  it;
 - what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
   output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`): a
   ``kafka_frame`` sink gets a DataFrame the executors compute, a ``parquet`` sink's files
@@ -52,7 +49,6 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import IllegalStateError
-from ..runtime.metrics import DropReason
 from ..runtime.outputs import TestRecord
 from ..topology import Topology
 from ._compat import require_state_api, to_arrow
@@ -61,10 +57,8 @@ from ._stages import (
     DROP_REASONS,
     FRAME,
     MAX_SOURCES,
-    Chain,
     pre_stage,
     records_of_frame,
-    window_records,
 )
 from .columns import BatchPlan, Columns, plan
 from .sinks import (
@@ -128,7 +122,7 @@ class DistributedRunner:
     partition 0) has its own stream time, carried to the stateful steps, so for a topology
     whose state is keyed by the input key, once drained, the sinks hold what one test driver
     per input partition holds, out-of-order input included (possibly in another order; see
-    the Spark page of the docs for re-keying topologies and a window after a join).
+    the Spark page of the docs for re-keying topologies).
     """
 
     def __init__(self, topology: Topology, sources: Mapping[str, Any] | Any,
@@ -185,7 +179,6 @@ class DistributedRunner:
         self._folded: set[tuple[str, int]] = set()
         self._dropped: Counter[str] = Counter()
         self._records_in = 0
-        self._window_rows: float | None = None
         self._delivered: dict[str, int] = {}
         self._last_delivered = -1
         self._progress_floor = -1
@@ -212,46 +205,6 @@ class DistributedRunner:
                 plan_stage(self._plan, source.batch_plan, source.topics, index), schema))
         return frames
 
-    def _aggregated(self, frames: list[Any]) -> Any:
-        """Spark's windowed aggregation: the rows of closed windows."""
-        from pyspark.sql import functions as F
-
-        window = self._plan.window
-        assert window is not None
-        rows = _null_keys_observed(_union(frames))
-        rows = (rows.where(F.col("kb").isNotNull())
-                .withColumn("et", F.timestamp_millis(F.col("ts")))
-                .withColumn("bt", F.current_timestamp()))
-        aggs = [F.any_value("k").alias("k"), F.max("ts").alias("ts"),
-                F.max_by("h", F.struct("bt", "seq", "st")).alias("h")]
-        if window.count:
-            aggs.append(F.count(F.lit(1)).alias("n"))
-        else:
-            aggs.append(F.collect_list(F.struct("bt", "seq", "st", "v")).alias("vals"))
-        if window.gap_ms is None:
-            spark_window = F.window("et", f"{window.size_ms} milliseconds",
-                                    f"{window.advance_ms} milliseconds")
-            end = F.unix_millis("window.end")
-            delay = window.grace_ms
-        else:
-            # Spark's session ends at the last record + gap (records exactly the gap apart
-            # share it, as in Kafka); Kafka's inclusive end is the last record, which closes
-            # 1 ms after Spark's end would: the watermark's delay is 1 ms longer
-            spark_window = F.session_window("et", f"{window.gap_ms} milliseconds")
-            end = F.unix_millis("window.end") - window.gap_ms
-            delay = window.grace_ms + 1
-        grouped = (rows.withWatermark("et", f"{delay} milliseconds")
-                   .groupBy(spark_window.alias("window"), "kb"))
-        out = grouped.agg(*aggs).select(F.unix_millis("window.start").alias("start"),
-                                        end.alias("end"), "*")
-        out = out.drop("window")
-        if window.gap_ms is None and window.advance_ms < window.size_ms:
-            # Spark's hopping windows start before 0 for the first records; a task's never
-            # do (tumbling windows and sessions of timestamps from 0 on start at 0 or later,
-            # and Spark would evaluate the filter on every input record)
-            out = out.where(F.col("start") >= 0)
-        return out
-
     def _time_limited(self, frames: list[Any]) -> Any:
         """The time-limited suppression in ``transformWithStateInPandas``, keys in buckets."""
         from pyspark.sql.types import StructType
@@ -265,15 +218,17 @@ class DistributedRunner:
         return rows.groupBy("key_group").transformWithStateInPandas(
             TimeLimitProcessor(limit, self._plan.post), schema, "Append", "None")
 
-    def _batched(self, frames: list[Any]) -> Any:
-        """The batched aggregation in ``transformWithStateInPandas``, keys in buckets."""
+    def _batched(self, rows: Any) -> Any:
+        """The batched aggregation in ``transformWithStateInPandas``, keys in groups.
+
+        ``rows`` hold its input packed (their drop rows already observed).
+        """
         from pyspark.sql.types import StructType
 
         from ._aggregations import BatchedAggregationProcessor
 
         spec = self._plan.batched
         assert spec is not None
-        rows = _drops_observed(_union(frames), DROPS_PACKED)
         schema = StructType.fromJson(_spark_schema(FRAME))
         regroup = self._plan.regroup
         if regroup is not None:  # a table aggregation: the table's group_by first
@@ -294,73 +249,48 @@ class DistributedRunner:
 
         from ._join import AsOfJoinProcessor
 
-        join = self._plan.join
-        assert join is not None
+        plan_ = self._plan
+        join, joined = plan_.join, plan_.joined
+        assert join is not None and joined is not None
         rows = _packs(_union(frames))
         schema = StructType.fromJson(_spark_schema(FRAME))
-        window = self._plan.window
-        joined = self._plan.joined
-        assert joined is not None
         out = rows.groupBy("key_group").transformWithStateInPandas(
-            AsOfJoinProcessor(join, joined, None if window is None else window.key_serializer),
+            AsOfJoinProcessor(join, joined, plan_.batched,
+                              plan_.rekeyed or plan_.rekeyed_after_join),
             schema, "Append", "None")
-        return _drops_observed(out)
+        return _drops_observed(out, DROPS_JOINED)
 
-    def _query_frame(self) -> tuple[Any, str]:
-        """The DataFrame ``foreachBatch`` gets, and what it holds: records or window rows."""
+    def _query_frame(self) -> Any:
+        """The DataFrame ``foreachBatch`` gets: the record frames of every output."""
         frames = self._frames()
         plan_ = self._plan
         direct_outputs = [f.where(f.route >= 0) for f in frames] \
             if any(route >= 0 for route in _routes(plan_.pre)) else []
         if plan_.join is not None:
             joined = self._joined(frames)
-            if plan_.window is None:
+            if plan_.batched is None:
                 direct_outputs.insert(0, joined.where(joined.route != DROPS))
             else:  # the aggregation runs on the joined records
-                frames = [joined]
                 if plan_.joined is not None and any(r >= 0 for r in _routes(plan_.joined)):
                     direct_outputs.append(joined.where(joined.route >= 0))
+                batched = self._batched(joined)
+                direct_outputs.insert(0, batched.where(batched.route != DROPS))
         elif plan_.limit is not None:
             direct_outputs.insert(0, self._time_limited(frames))
         elif plan_.batched is not None:
-            batched = self._batched(frames)
+            batched = self._batched(_drops_observed(_union(frames), DROPS_PACKED))
             direct_outputs.insert(0, batched.where(batched.route != DROPS))
-        if plan_.window is None:
-            if not direct_outputs:
-                raise ValueError("the topology writes no output topic: nothing to run")
-            union = direct_outputs[0]
-            for other in direct_outputs[1:]:
-                union = union.unionByName(other)
-            return union, "records"
-        aggregated = self._aggregated(frames)
-        if not direct_outputs and not _has_stateless(plan_):
-            return aggregated, "windows"
-        from pyspark.sql.types import StructType
-
-        schema = StructType.fromJson(_spark_schema(FRAME))
-        window = plan_.window
-        assert window is not None
-        post = plan_.post
-
-        def post_stage(batches: Any) -> Any:
-            from ._stages import frame
-
-            chain = Chain(post)
-            for batch in batches:
-                table = pa.Table.from_batches([batch])
-                yield frame(window_records(table, window, chain), None, 0)[0]
-
-        union = aggregated.mapInArrow(post_stage, schema)
-        for other in direct_outputs:
+        if not direct_outputs:
+            raise ValueError("the topology writes no output topic: nothing to run")
+        union = direct_outputs[0]
+        for other in direct_outputs[1:]:
             union = union.unionByName(other)
-        return union, "records"
+        return union
 
     def _writer(self) -> Any:
-        df, kind = self._query_frame()
+        df = self._query_frame()
         topics = self._plan.topics
         sinks = self._sinks
-        window = self._plan.window if kind == "windows" else None
-        post = self._plan.post
         framed = {topic: sink for topic, sink in sinks.items()
                   if isinstance(sink, KafkaFrameSink)}
         """Sinks handed frames computed on the executors: their records never reach here."""
@@ -380,16 +310,14 @@ class DistributedRunner:
                 for topic, parquet_sink in parquet.items():
                     def on_executors(staging: Any, sink: ParquetSink = parquet_sink,
                                      route: int = topics.index(topic)) -> list[tuple[str, int]]:
-                        write = partial(parquet_parts, route=route, window=window,
-                                        post=post, sink=sink,
+                        write = partial(parquet_parts, route=route, sink=sink,
                                         staging=str(staging))
                         return [(row.file, row.records) for row in batch_df.mapInArrow(
                             write, "file string, records long").collect()]
 
                     counts[topic] = parquet_sink.write_batch(int(batch_id), on_executors)
                 if collected:
-                    records = _records(to_arrow(batch_df), window,
-                                       None if window is None else Chain(post))
+                    records = records_of_frame(to_arrow(batch_df))
                     per_topic: dict[int, list[TestRecord]] = {i: [] for i in range(len(topics))}
                     for route, key, value, ts, headers in records:
                         per_topic[route].append(TestRecord(key, value, ts, headers))
@@ -401,8 +329,7 @@ class DistributedRunner:
                         if sink is not None and topic not in framed:
                             deliver(sink, per_topic[route], int(batch_id), session)
                 for topic, frame_sink in framed.items():
-                    rows = partial(kafka_rows, route=topics.index(topic), window=window,
-                                   post=post, topic=topic,
+                    rows = partial(kafka_rows, route=topics.index(topic), topic=topic,
                                    serializers=frame_sink.serializers())
                     frame = batch_df.mapInArrow(rows, KAFKA_SINK_DDL).persist()
                     try:
@@ -488,22 +415,12 @@ class DistributedRunner:
         - ``dropped-records-total``: every record dropped, and per reason as
           ``dropped-records-total{reason=r}``:
 
-          - ``null-key``: records reaching the windowed aggregation or the time-limited table
-            with a ``None`` key (counted by Spark as they are filtered out), or reaching the
-            as-of join, its table or the batched aggregations (without windows, sliding
-            windows, ...) with one; ``null-value``, ``out-of-order-update``,
-            ``expired-version``: the as-of join's and its versioned table's drops, as a
-            task counts them (sent on by the join's processor); for batched aggregations,
-            ``null-value`` and ``expired-window`` are the drops of their processors'
-            aggregation, as a task counts them. These are exact.
-          - ``expired-window``, for a windowed aggregation after an as-of join (compiled
-            to Spark's windowed aggregation): records it dropped behind its
-            watermark (``numRowsDroppedByWatermark``). Spark counts its operator's input
-            rows, which come after a partial aggregation: late records of one key and
-            window in the same task of a micro-batch count once. It is exact when no two
-            such records share a key, window and micro-batch; every late drop shows at
-            least once. Spark's watermark for late records is the one of the previous
-            micro-batch, so it keeps records that a task's stream time would drop.
+          - ``null-key``: records reaching the time-limited table, the as-of join, its
+            table or an aggregation with a ``None`` key; ``null-value``,
+            ``out-of-order-update``, ``expired-version``: the as-of join's and its
+            versioned table's drops, as a task counts them (sent on by the join's
+            processor); for aggregations, ``null-value`` and ``expired-window`` are the
+            drops of their processors' aggregation, as a task counts them. These are exact.
           - ``behind-watermark``: input rows a ``transformWithState`` operator dropped
             behind Spark's watermark. None are expected: the batched processors run
             without a time mode and their input has no event-time column.
@@ -515,9 +432,6 @@ class DistributedRunner:
         - ``records-out-total``: records handed to sinks (and ignored topics), per topic as
           ``records-out-total{topic=t}``; a micro-batch Spark runs again after a failure
           counts once.
-        - ``suppression-buffer-count``: for a windowed aggregation after an as-of join, the
-          windows Spark's state held after the last micro-batch (its ``numRowsTotal``), as
-          the suppression buffer's count in a task.
 
         The figures come from Spark's progress reports of each micro-batch
         (``StreamingQuery.recentProgress``, the last 100 of them, and the last one as each
@@ -544,8 +458,6 @@ class DistributedRunner:
             out["records-out-total"] = float(sum(self._delivered.values()))
             for topic, n in sorted(self._delivered.items()):
                 out[f"records-out-total{{topic={topic}}}"] = float(n)
-            if self._plan.window is not None:
-                out["suppression-buffer-count"] = self._window_rows or 0.0
             return out
 
     def _delivered_batch(self, batch_id: int, counts: Mapping[str, int]) -> None:
@@ -589,22 +501,12 @@ class DistributedRunner:
                     continue
                 self._folded.add(batch)
                 self._last_progress = max(self._last_progress, batch[1])
-                window_rows = 0.0
                 for op in progress.stateOperators:
-                    if "transformWithState" in op.operatorName:
-                        reason = "behind-watermark"
-                    else:
-                        reason = DropReason.EXPIRED_WINDOW
-                        window_rows += op.numRowsTotal
                     if op.numRowsDroppedByWatermark:
-                        self._dropped[reason] += op.numRowsDroppedByWatermark
-                self._window_rows = window_rows
+                        self._dropped["behind-watermark"] += op.numRowsDroppedByWatermark
                 self._records_in += int(progress.numInputRows)
                 observed = progress.observedMetrics
-                null_keys = observed.get(NULL_KEYS)
-                if null_keys is not None and null_keys["n"]:
-                    self._dropped[DropReason.NULL_KEY] += int(null_keys["n"])
-                for name in (DROPS_SEEN, DROPS_PACKED, DROPS_REGROUPED):
+                for name in (DROPS_SEEN, DROPS_PACKED, DROPS_REGROUPED, DROPS_JOINED):
                     counted = observed.get(name)
                     if counted is not None:
                         for reason in DROP_REASONS:
@@ -620,8 +522,7 @@ class DistributedRunner:
                     "progress_batch": max(self._last_progress, self._progress_floor),
                     "records_in": self._records_in, "dropped": dict(sorted(
                         self._dropped.items())),
-                    "delivered": dict(sorted(self._delivered.items())),
-                    "window_rows": self._window_rows}
+                    "delivered": dict(sorted(self._delivered.items()))}
 
     def _save(self) -> None:
         """Write the totals to the checkpoint's metrics file, if they changed."""
@@ -643,8 +544,6 @@ class DistributedRunner:
             records_in = int(kept["records_in"])
             dropped = Counter({str(k): int(v) for k, v in kept["dropped"].items()})
             delivered = {str(k): int(v) for k, v in kept["delivered"].items()}
-            window_rows = kept.get("window_rows")
-            window_rows = None if window_rows is None else float(window_rows)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             log.warning("ignoring the metrics kept in %s (%s: %s): metrics() starts at 0",
                         _metrics_path(self.checkpoint_dir), type(e).__name__, e)
@@ -652,7 +551,6 @@ class DistributedRunner:
         with self._lock:
             self._last_delivered, self._progress_floor = delivered_batch, progress_batch
             self._records_in, self._dropped, self._delivered = records_in, dropped, delivered
-            self._window_rows = window_rows
         self._saved = text
 
     def __enter__(self) -> DistributedRunner:
@@ -738,57 +636,39 @@ def _read_metrics(spark: Any, checkpoint_dir: str) -> str | None:
     return None
 
 
-def kafka_rows(batches: Iterator[pa.RecordBatch], *, route: int, window: Any,
-               post: ChainSpec, topic: str,
+def kafka_rows(batches: Iterator[pa.RecordBatch], *, route: int, topic: str,
                serializers: tuple[Callable[[Any], bytes | None], Callable[[Any], bytes | None]]
                ) -> Iterator[pa.RecordBatch]:
     """On an executor: the records of output ``route`` in a batch's rows, in Kafka's columns.
 
-    The rows are the query's (record frames, or with ``window`` Spark's aggregated windows,
-    run through the ``post`` chain here); keys and values are written by ``serializers``.
+    The rows are the query's record frames; keys and values are written by ``serializers``.
     """
-    for mine in _route_records(batches, route, window, post):
+    for mine in _route_records(batches, route):
         yield from kafka_table(mine, topic, *serializers).to_batches()
 
 
-def parquet_parts(batches: Iterator[pa.RecordBatch], *, route: int, window: Any,
-                  post: ChainSpec, sink: ParquetSink, staging: str
-                  ) -> Iterator[pa.RecordBatch]:
+def parquet_parts(batches: Iterator[pa.RecordBatch], *, route: int, sink: ParquetSink,
+                  staging: str) -> Iterator[pa.RecordBatch]:
     """On an executor: write the task's records of output ``route`` as one file of ``sink``.
 
     The rows are the query's, as for :func:`kafka_rows`. Yields the file's name and record
     count (one row; none for a task without records of the route), for the driver's
     :meth:`~topology.spark.sinks.ParquetSink.commit`.
     """
-    records = [r for mine in _route_records(batches, route, window, post)
-               for r in mine]
+    records = [r for mine in _route_records(batches, route) for r in mine]
     if records:
         name, count = sink.write_part(records, staging)
         yield pa.record_batch({"file": [name], "records": [count]})
 
 
-def _route_records(batches: Iterator[pa.RecordBatch], route: int, window: Any,
-                   post: ChainSpec) -> Iterator[list[TestRecord]]:
+def _route_records(batches: Iterator[pa.RecordBatch], route: int
+                   ) -> Iterator[list[TestRecord]]:
     """The records of output ``route`` in each of the query's row batches (none: skipped)."""
-    chain = None if window is None else Chain(post)
     for batch in batches:
-        records = _records(pa.Table.from_batches([batch]), window, chain)
-        mine = [TestRecord(key, value, ts, headers)
-                for to, key, value, ts, headers in records if to == route]
+        mine = [TestRecord(key, value, ts, headers) for to, key, value, ts, headers
+                in records_of_frame(pa.Table.from_batches([batch])) if to == route]
         if mine:
             yield mine
-
-
-def _records(table: pa.Table, window: Any, chain: Chain | None) -> list[Any]:
-    """The output records in a table of the query's rows.
-
-    The rows are record frames, or with ``window`` Spark's aggregated windows, run through
-    ``chain`` (the post chain).
-    """
-    if window is None:
-        return records_of_frame(table)
-    assert chain is not None
-    return window_records(table, window, chain)
 
 
 def plan_stage(plan: Plan, batch_plan: BatchPlan, topics: Iterable[str], source: int = 0
@@ -801,7 +681,7 @@ def plan_stage(plan: Plan, batch_plan: BatchPlan, topics: Iterable[str], source:
     node's rules of time (a re-key, a table's regroup, dropped ``None`` values, the join's
     kept ``None`` keys).
     """
-    stateful = plan.join or plan.window or plan.limit or plan.regroup or plan.batched
+    stateful = plan.join or plan.limit or plan.regroup or plan.batched
     key_bytes = None if stateful is None else stateful.key_serializer
     pack: int | None = None
     if plan.join is not None:
@@ -833,11 +713,6 @@ def plan_stage(plan: Plan, batch_plan: BatchPlan, topics: Iterable[str], source:
 def _routes(chain: ChainSpec) -> set[int]:
     """The routes a chain sends records to."""
     return {kid[1] for _, _, kids in chain.nodes for kid in kids if isinstance(kid, tuple)}
-
-
-def _has_stateless(plan: Plan) -> bool:
-    """Whether the post chain runs user code (more than to_stream() and sinks)."""
-    return len(plan.post.to_streams) < len(plan.post.nodes)
 
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -879,17 +754,17 @@ def _check_transform_with_state(spark: Any, node: str) -> None:
             f"is {provider}")
 
 
-NULL_KEYS = "topology.null-keys"
-"""The observed metric (``Dataset.observe``) counting records the stateful node drops for
-their null key, before Spark's operator."""
-
 DROPS_SEEN = "topology.drops"
-"""The observed metric summing the drop rows (route ``DROPS``) of the as-of join's and the
-batched aggregations' processors, one column a reason."""
+"""The observed metric summing the drop rows (route ``DROPS``) of the batched processors'
+results (the aggregations', the time limit's), one column a reason."""
 
 DROPS_PACKED = "topology.drops-packed"
 """The same for the packing ``mapInArrow`` stage before a batched processor (the null keys it
 drops)."""
+
+DROPS_JOINED = "topology.drops-joined"
+"""The same for the as-of join's processor (its drops, and when an aggregation follows, the
+null keys it drops while packing the joined records)."""
 
 DROPS_REGROUPED = "topology.drops-regrouped"
 """The same for the table's ``group_by`` before a table aggregation (the pairs its selector
@@ -919,14 +794,6 @@ def _packs(rows: Any) -> Any:
 
     return (rows.where(F.col("route") == AGGREGATION)
             .select(F.col("seq").alias("key_group"), "k"))
-
-
-def _null_keys_observed(rows: Any) -> Any:
-    """The records routed to the stateful node, their null keys counted as they pass."""
-    from pyspark.sql import functions as F
-
-    rows = rows.where(F.col("route") == AGGREGATION)
-    return rows.observe(NULL_KEYS, F.count(F.when(F.col("kb").isNull(), 1)).alias("n"))
 
 
 def _union(frames: list[Any]) -> Any:
