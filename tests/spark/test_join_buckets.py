@@ -62,9 +62,12 @@ def _call(states: dict[str, Any], spec: Any, joined: Any, part: list[Row]) -> li
     """
     records = []
     seen = -1
+    read: dict[str, int] = {}
     for seq, (topic, key, value, ts) in enumerate(task_order(part, 1) if part else []):
+        read[topic] = max(read.get(topic, -1), ts)
         records.append((None if key is None else key.decode(),
-                        None if value is None else value.decode(), ts, (), seq, seen, topic))
+                        None if value is None else value.decode(), ts, (), seq, seen, topic,
+                        read[topic], topic))
         seen = max(seen, ts)
     batch = pack_rows({0: records}, 0) if records else pa.RecordBatch.from_pylist(
         [], schema=FRAME)

@@ -1,7 +1,7 @@
 """Aggregations of grouped streams as a batched ``transformWithStateInPandas`` processor.
 
-Every aggregation of a grouped stream runs here (but a windowed one after an as-of join):
-without windows, in time, session or sliding windows, with final results, rate-limited
+Every aggregation of a grouped stream runs here (also one after an as-of join): without
+windows, in time, session or sliding windows, with final results, rate-limited
 (``until_time_limit``) or emitting every update. The keys of each input partition are
 grouped into buckets by a hash of their bytes (:func:`buckets`: :data:`BUCKETS`, or one for a
 bounded buffer, whose bound is the whole task's as in Kafka; a null key goes to bucket 0,

@@ -78,7 +78,8 @@ table, or the stream side of the as-of join; in the joined chain, the aggregatio
 join (others: the output topic's index)."""
 
 TABLE_UPDATE = -2
-"""The route of records that reach the versioned table source of the as-of join."""
+"""The route of records that reach the versioned table source of the as-of join (packed with
+the stream's records; the join's processor tells them apart by their topic)."""
 
 DROPS = -3
 """The route of a batched processor's drop counts: one row per reason, the reason's name
@@ -174,13 +175,11 @@ class JoinSpec:
 class BatchedAggregationSpec:
     """An aggregation of a grouped stream run in a batched processor, with its suppression.
 
-    Every aggregation Spark's windowed aggregation does not compute: without windows,
-    sliding windows (Spark's windows start at multiples of the slide, not at each record),
-    and time or session windows that emit every update, are rate-limited
-    (``until_time_limit``) or keep their final results in a bounded buffer (Spark keeps every
-    open window; the bound, whether the query stops, is the buffer's). The aggregation and
-    its store are built from the topology's own factories; the suppression (if any) from its
-    node's settings.
+    Every aggregation of a grouped stream (a table's too, after its regroup; a stream's also
+    after an as-of join): without windows or in time, session or sliding windows, emitting
+    every update, rate-limited (``until_time_limit``) or with final results in any buffer.
+    The aggregation and its store are built from the topology's own factories; the
+    suppression (if any) from its node's settings.
     """
 
     name: str

@@ -14,7 +14,7 @@ table source writes each update into the topology's own in-memory versioned stor
 retention and rejected writes are the store's), and the topology's join processor looks each
 stream record up in it as of the record's timestamp (with its grace buffer, if any), then the
 joined chain (the stateless steps after the join) runs on the joined records, up to output
-topics or a windowed aggregation after the join, which Spark runs on this processor's output.
+topics or an aggregation after the join, whose batched processor gets them packed from here.
 Its drops (null keys or values, out-of-order or expired table updates) leave as
 :data:`~topology.spark._stages.DROPS` rows, which the runner counts in its metrics.
 A call takes its records in the task's order (:func:`~topology.spark._stages.unpacked`):

@@ -53,9 +53,11 @@ __all__ = ("BUCKETS", "Regrouping", "RegroupProcessor")
 _EARLIER = StructType([StructField("rows", BinaryType())])
 """The value in which an earlier release kept a key group's table rows."""
 
-Packed = tuple[Any, Any, int, Any, int, int, str]
+Packed = tuple[Any, Any, int, Any, int, int, str, int, str]
 """A change as the aggregation's processor reads it: ``(key, Change, timestamp, headers,
-seq, st, topic)`` (see :func:`~topology.spark._stages.packed_frame`)."""
+seq, st, topic, mark, source)``, the last two ``(-1, "")``: the changes of every group
+reach the aggregation in their rows' order, by ``seq`` (see
+:func:`~topology.spark._stages.packed_frame`)."""
 
 
 class Regrouping:
@@ -104,7 +106,7 @@ class Regrouping:
             kb = self._key_bytes(new_key)
             bucket = 0 if kb is None else zlib.crc32(kb) % self._buckets
             self.packs.setdefault(bucket, []).append(
-                (new_key, change, out[0], out[4], seq, st, topic))
+                (new_key, change, out[0], out[4], seq, st, topic, -1, ""))
         changes.clear()
 
     def save(self) -> None:

@@ -102,13 +102,10 @@ class Chain:
             proc.connect(entries)
         self._roots = {topic: [procs[i] for i in indices]
                        for topic, indices in spec.roots.items()}
-        self.exits: tuple[int, ...] | None = None
-        """For a post chain of ``to_stream()`` nodes straight into output topics: their
-        routes, so that window results skip the chain (the same records, fewer calls)."""
-        roots = [i for indices in spec.roots.values() for i in indices]
-        if all(i in spec.to_streams and
-               all(not isinstance(kid, int) for kid in spec.nodes[i][2]) for i in roots):
-            self.exits = tuple(kid[1] for i in roots for kid in spec.nodes[i][2])
+        self.marks: list[tuple[int, str]] = []
+        """For the records in :attr:`out` that :meth:`feed` marked: the running maximum
+        timestamp of their source topic's records read up to the one each came from, and
+        that topic (see :func:`_merge_order`)."""
 
     def _exit(self, route: int, sink: str) -> Entry:
         out = self.out.append
@@ -130,17 +127,29 @@ class Chain:
         """The processors that receive ``topic``'s records (the post chain's: ``""``)."""
         return list(self._roots.get(topic, ()))
 
-    def feed(self, topic: str, records: Iterable[tuple[Any, ...]], partition: int = 0) -> None:
+    def feed(self, topic: str, records: Iterable[tuple[Any, ...]], partition: int = 0,
+             read: int | None = None) -> int:
         """Pass ``(key, value, timestamp[, headers])`` records of ``topic`` through the chain.
 
-        ``partition``: the input partition they are of (their contexts').
+        ``partition``: the input partition they are of (their contexts'). ``read``, given,
+        is the largest timestamp of ``topic``'s records read before these: each record
+        leaving the chain is marked (:attr:`marks`) with that maximum up to the record it
+        came from, which is returned.
         """
         roots = [p.record_entry() for p in self._roots.get(topic, ())]
+        out, marks = self.out, self.marks
+        top = -1 if read is None else read
         for record in records:
             ctx = RecordContext(record[2], -1, topic, partition,
                                 record[3] if len(record) > 3 else ())
             for entry in roots:
                 entry(record[0], record[1], ctx)
+            if read is not None:
+                if record[2] > top:
+                    top = record[2]
+                if len(out) > len(marks):
+                    marks += [(top, topic)] * (len(out) - len(marks))
+        return top
 
     def feed_change(self, key: Any, value: Any, ctx: RecordContext) -> None:
         """Pass one table update (new ``value``, no old one) to the roots' change entries."""
@@ -157,11 +166,18 @@ class Chain:
         out, topics = list(self.out), list(self.topics)
         self.out.clear()
         self.topics.clear()
+        self.marks.clear()
         return out, topics
+
+    def take_marked(self) -> tuple[list[Out], list[str], list[tuple[int, str]]]:
+        """:meth:`take_with_topics`, and the records' :attr:`marks`."""
+        marks = list(self.marks)
+        out, topics = self.take_with_topics()
+        return out, topics, marks
 
 
 def frame(records: list[Out]) -> pa.RecordBatch:
-    """Records to output topics (routes of ``topics``) as a record-frame batch."""
+    """Records to output topics as a record-frame batch (see :data:`FRAME`)."""
     n = len(records)
     return pa.RecordBatch.from_arrays([
         pa.array([r[0] for r in records], pa.int32()),
@@ -361,18 +377,20 @@ def chunk_of(source: int, partition_id: int) -> int:
 def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
                  first_seq: int, partition: int, seen: int, buckets: int, chunk: int,
                  topics: list[str], tops: dict[str, int] | None = None,
-                 drops_null_values: bool = False, keeps_null_keys: bool = False
-                 ) -> tuple[pa.RecordBatch, int]:
+                 drops_null_values: bool = False, keeps_null_keys: bool = False,
+                 marks: list[tuple[int, str]] | None = None) -> tuple[pa.RecordBatch, int]:
     """:func:`frame`, but the records routed to the stateful node packed per key group.
 
     A record to an output topic is a row as in :func:`frame`. The records to the stateful
     node, all of input ``partition``, become one row per group ``partition * buckets +
     crc32(key bytes) % buckets`` (:func:`group`): route
     :data:`~topology.spark._compile.AGGREGATION`, ``k`` the codec's bytes of ``(chunk, None,
-    columns)``, the records ``(key, value, timestamp, headers, seq, st, topic)`` by column
-    (:func:`_columns`; as in
-    :data:`FRAME`; ``st`` the largest timestamp routed there before it in the chunk and
-    partition, from ``seen`` on; ``topics``: each record's), ``ts`` their largest timestamp,
+    columns, None)``, the records ``(key, value, timestamp, headers, seq, st, topic, mark,
+    source)`` by column (:func:`_columns`; ``seq`` from ``first_seq`` on; ``st`` the largest
+    timestamp routed there before it in the chunk and partition, from ``seen`` on;
+    ``topics``: each record's context topic; ``mark`` and ``source`` from ``marks``, one per
+    record, see :attr:`Chain.marks`; none given: records already in their task's order,
+    ``(-1, "")``), ``ts`` their largest timestamp,
     ``seq`` the group and ``st`` their number; those with a ``None`` key are dropped and
     counted in a :func:`drop_frame` row. So Spark moves, sorts and converts one row per
     group instead of one per record. Returns the batch and the largest timestamp routed to
@@ -387,7 +405,10 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
     packs: dict[int, list[tuple[Any, ...]]] = {}
     null_keys = 0
     base = partition * buckets
-    for seq, (record, topic) in enumerate(zip(records, topics, strict=True), first_seq):
+    if marks is None:
+        marks = [(-1, "")] * len(records)
+    for seq, (record, topic, (mark, source)) in enumerate(
+            zip(records, topics, marks, strict=True), first_seq):
         route, key, value, ts, headers = record
         if route >= 0:
             rows.append(record)
@@ -397,7 +418,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
             null_keys += 1
             continue
         packs.setdefault(base + (0 if kb is None else zlib.crc32(kb) % buckets), []).append(
-            (key, value, ts, headers, seq, seen, topic))
+            (key, value, ts, headers, seq, seen, topic, mark, source))
         if value is None and drops_null_values:
             continue
         if ts > seen:
@@ -425,36 +446,39 @@ def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]], chunk: int) -> pa.Reco
 
     ``packs`` maps a group to its records (not empty), each a tuple whose third item is its
     timestamp; ``chunk`` is theirs. A row's ``k`` is the codec's bytes of ``(chunk, None,
-    columns)`` (:func:`_columns`); a tick's (:func:`tick_rows`) of ``(chunk, top, None)``.
+    columns, None)`` (:func:`_columns`); a tick's (:func:`tick_rows`) of ``(chunk, top,
+    None, read)``.
     """
     order = sorted(packs)
-    return _pack_batch([(g, _dumps((chunk, None, _columns(packs[g]))),
+    return _pack_batch([(g, _dumps((chunk, None, _columns(packs[g]), None)),
                          max(r[2] for r in packs[g]), len(packs[g])) for g in order])
 
 
 def _columns(records: list[tuple[Any, ...]]) -> tuple[Any, ...]:
-    """A pack's records ``(key, value, timestamp, headers, seq, st, topic)`` by column.
+    """A pack's records by column.
 
-    The three numbers are little-endian int64 arrays; the topics are their distinct names
-    and each record's index among them; the headers are ``None`` when every record's are
-    ``()``.
+    The records are ``(key, value, timestamp, headers, seq, st, topic, mark, source)``. The
+    four numbers are little-endian int64 arrays; the topics and sources are indices into
+    their distinct names; the headers are ``None`` when every record's are ``()``.
     So the state codec writes two objects per record (key and value; three with headers),
-    not eight. ``records`` is not empty; the three numbers fit int64 (timestamps, positions).
+    not nine. ``records`` is not empty; the numbers fit int64 (timestamps, positions).
     """
-    keys, values, stamps, headers, seqs, sts, topics = zip(*records, strict=True)
-    names = tuple(dict.fromkeys(topics))
+    keys, values, stamps, headers, seqs, sts, topics, marks, sources = zip(*records,
+                                                                           strict=True)
+    names = tuple(dict.fromkeys(topics + sources))
     index = {name: i for i, name in enumerate(names)}
     empty = all(h == () for h in headers)
     return (keys, values, _longs(stamps), None if empty else headers, _longs(seqs),
-            _longs(sts), names, _longs([index[t] for t in topics]))
+            _longs(sts), names, _longs([index[t] for t in topics]), _longs(marks),
+            _longs([index[t] for t in sources]))
 
 
 def _records(columns: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """The records of :func:`_columns`."""
-    keys, values, stamps, headers, seqs, sts, names, topics = columns
+    keys, values, stamps, headers, seqs, sts, names, topics, marks, sources = columns
     return list(zip(keys, values, _unlongs(stamps), headers or ((),) * len(keys),
                     _unlongs(seqs), _unlongs(sts), [names[i] for i in _unlongs(topics)],
-                    strict=True))
+                    _unlongs(marks), [names[i] for i in _unlongs(sources)], strict=True))
 
 
 def _longs(values: Iterable[int]) -> bytes:
@@ -474,18 +498,22 @@ def _unlongs(data: bytes) -> list[int]:
     return packed.tolist()
 
 
-def tick_rows(tops: Mapping[int, Mapping[str, int]], buckets: int, chunk: int
-              ) -> pa.RecordBatch:
+def tick_rows(tops: Mapping[int, Mapping[str, int]], buckets: int, chunk: int,
+              reads: Mapping[int, Mapping[str, int]] | None = None) -> pa.RecordBatch:
     """A chunk's ticks: for each input partition in ``tops``, a row to each of its groups.
 
     ``tops`` maps a partition to the largest timestamp the chunk routed from it to the
-    stateful node, per topic (the records' context topic). Every group of the partition
-    learns them, also a group that got none of its records: a key group's stream time is its
-    partition's, as every key of a task shares the task's.
+    stateful node, per topic (the records' context topic); ``reads`` (if given) to the
+    largest timestamp the chunk read from it, per source topic. Every group of the
+    partition learns them, also a group that got none of its records: a key group's stream
+    time is its partition's, as every key of a task shares the task's.
     """
-    return _pack_batch([(group(p, b, buckets), _dumps((chunk, dict(mine), None)),
-                         max(mine.values()), 0)
-                        for p, mine in sorted(tops.items()) for b in range(buckets)])
+    reads = reads or {}
+    partitions = sorted(set(tops) | set(reads))
+    return _pack_batch([(group(p, b, buckets), _dumps((chunk, dict(tops.get(p, {})), None,
+                                                       dict(reads.get(p, {})))),
+                         max(tops.get(p, {}).values(), default=-1), 0)
+                        for p in partitions for b in range(buckets)])
 
 
 def _pack_batch(rows: list[tuple[int, bytes, int, int]]) -> pa.RecordBatch:
@@ -508,29 +536,48 @@ def unpacked(frames: Iterable[Any]
 
     ``frames`` are the pandas frames a batched processor gets (:func:`packed_frame`'s and
     :func:`tick_rows`' rows of one group). Each record is ``(key, value, timestamp,
-    headers, seq, st, topic)``, each topic's sorted by ``seq`` (stably: the records one
-    record gave keep their order), the topics merged lowest head timestamp first (Kafka's
-    ``PartitionGroup``; see :func:`_merge_order`). Its ``st`` becomes the largest timestamp
-    its partition routed to the stateful node before it in the micro-batch: in its own
-    chunk (all topics, merged by timestamp there), and in the earlier chunks of its own
-    topic: a chunk's records of a topic follow that topic's earlier chunks (a
+    headers, seq, st, topic)``, each source topic's sorted by ``seq`` (stably: the records
+    one record gave keep their order), the source topics merged lowest head timestamp first
+    (Kafka's ``PartitionGroup``; see :func:`_merge_order`). Its ``st`` becomes the largest
+    timestamp its partition routed to the stateful node before it in the micro-batch: in
+    its own chunk (all topics, merged by timestamp there), and in the earlier chunks of its
+    own topic: a chunk's records of a topic follow that topic's earlier chunks (a
     topic-partition split over several Spark partitions), while chunks of different topics
     are read side by side. Also returned: the largest timestamp of the whole micro-batch's
     (-1: none), and each chunk's ticks.
     """
     records: list[tuple[Any, ...]] = []
     tops: dict[int, dict[str, int]] = {}
+    reads: dict[int, dict[str, int]] = {}
     for data in frames:
         for pack in data["k"]:
-            chunk, top, packed = _loads(pack)
-            if top:
-                mine = tops.setdefault(chunk, {})
-                for topic, ts in top.items():
-                    if ts > mine.get(topic, -1):
-                        mine[topic] = ts
+            chunk, top, packed, read = _loads(pack)
+            for got, mine in ((top, tops), (read, reads)):
+                if got:
+                    theirs = mine.setdefault(chunk, {})
+                    for topic, ts in got.items():
+                        if ts > theirs.get(topic, -1):
+                            theirs[topic] = ts
             if packed is not None:
                 records += _records(packed)
     records.sort(key=itemgetter(4))
+    before = _before(tops)
+    if len(before) > 1:
+        records = [(k, v, ts, h, seq, max(st, before.get(seq >> CHUNK_BITS, {}).get(topic, -1)),
+                    topic, mark, source)
+                   for k, v, ts, h, seq, st, topic, mark, source in records]
+    if len({record[8] for record in records}) > 1:
+        read_before = _before(reads)
+        records.sort(key=lambda record: _merge_order(record, read_before))
+    running = [ts for mine in tops.values() for ts in mine.values()]
+    return [r[:7] for r in records], max(running, default=-1), tops
+
+
+def _before(tops: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
+    """The largest timestamp of each topic in the chunks before each chunk of ``tops``.
+
+    ``tops`` maps a chunk to its largest timestamp per topic.
+    """
     before: dict[int, dict[str, int]] = {}
     running: dict[str, int] = {}
     for chunk in sorted(tops):
@@ -538,24 +585,25 @@ def unpacked(frames: Iterable[Any]
         for topic, ts in tops[chunk].items():
             if ts > running.get(topic, -1):
                 running[topic] = ts
-    if len(before) > 1:
-        records = [(k, v, ts, h, seq, max(st, before.get(seq >> CHUNK_BITS, {}).get(topic, -1)),
-                    topic) for k, v, ts, h, seq, st, topic in records]
-    if len({record[6] for record in records}) > 1:
-        records.sort(key=_merge_order)
-    return records, max(running.values(), default=-1), tops
+    return before
 
 
-def _merge_order(record: tuple[Any, ...]) -> tuple[int, str, int]:
-    """Where a record comes when topics are merged lowest head timestamp first.
+def _merge_order(record: tuple[Any, ...], read_before: Mapping[int, Mapping[str, int]]
+                 ) -> tuple[int, str, int]:
+    """Where a record comes when source topics are merged lowest head timestamp first.
 
     Taking the sequence whose next record has the lowest timestamp is taking records by
-    their sequence's running maximum (``max(timestamp, st)``), then, at equal heads, the
-    topic named first (as :func:`~topology.runtime.engine.merge_by_timestamp` does), then by
-    position: within a sequence that key never falls, and a record behind its sequence's
-    maximum follows the record that set it.
+    their sequence's running maximum (``mark``: the largest timestamp of its source topic's
+    records read up to the record it came from, in its chunk and, through ``read_before``,
+    the earlier chunks), then, at equal heads, the topic named first (as
+    :func:`~topology.runtime.engine.merge_by_timestamp` does), then by position: within a
+    sequence that key never falls, and a record behind its sequence's maximum follows the
+    record that set it. Records a step dropped before the stateful node still count: the
+    task merges what it reads.
     """
-    return max(record[2], record[5]), record[6], record[4]
+    source = record[8]
+    return (max(record[7], read_before.get(record[4] >> CHUNK_BITS, {}).get(source, -1)),
+            source, record[4])
 
 
 def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
@@ -604,15 +652,18 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
         """The largest timestamp each partition routed to the stateful node in the chunk."""
         tops: dict[int, dict[str, int]] = {}
         """The same per partition and (context) topic: the chunk's ticks."""
+        reads: dict[int, dict[str, int]] = {}
+        """The largest timestamp each partition read per source topic (merge order)."""
         held: dict[int, dict[str, list[tuple[Any, ...]]]] = {}
 
         def framed(partition: int, by_topic: Mapping[str, Any]) -> pa.RecordBatch:
             nonlocal seq
-            for name, records in merge_by_timestamp(by_topic):
-                chain.feed(name, records, partition)
-            out, read_from = chain.take_with_topics()
             at = 0 if rekeyed else partition
             timed = 0 if rekeyed or regrouped else partition
+            read = reads.setdefault(at, {})
+            for name, records in merge_by_timestamp(by_topic):
+                read[name] = chain.feed(name, records, partition, read.get(name, -1))
+            out, read_from, marks = chain.take_marked()
             if seq + len(out) >= (chunk + 1) << CHUNK_BITS:
                 raise ValueError(f"a Spark partition of the micro-batch gave more than "
                                  f"2**{CHUNK_BITS} records: split the input further")
@@ -622,7 +673,7 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
                 batch, seen[timed] = packed_frame(out, key_bytes, seq, at,
                                                   seen.get(timed, -1), pack, chunk, read_from,
                                                   tops.setdefault(at, {}), drops_null_values,
-                                                  keeps_null_keys)
+                                                  keeps_null_keys, marks)
             seq += len(out)
             return batch
 
@@ -640,8 +691,9 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
         for partition, by_topic in sorted(held.items()):
             yield framed(partition, by_topic)
         ticked = {p: mine for p, mine in tops.items() if mine}
-        if pack is not None and ticked:
-            yield tick_rows(ticked, pack, chunk)
+        read = {p: mine for p, mine in reads.items() if mine}
+        if pack is not None and (ticked or read):
+            yield tick_rows(ticked, pack, chunk, read)
 
     return run
 

@@ -381,11 +381,9 @@ class DistributedRunner:
                       options: Mapping[str, Any] | None = None) -> None:
         """Process all input available now, then stop (``trigger(availableNow=True)``).
 
-        What the input's stream times made due is emitted (after an as-of join, Spark's
-        last micro-batch without data emits what the final watermark closes). Errors of
-        the query (a column that does not
-        decode, an error in user code) are raised here. ``query_name`` and ``options`` as
-        :meth:`start`.
+        What the input's stream times made due is emitted. Errors of the query (a column
+        that does not decode, an error in user code) are raised here. ``query_name`` and
+        ``options`` as :meth:`start`.
         """
         query = self.start(query_name, options, availableNow=True)
         try:
@@ -704,7 +702,7 @@ def plan_stage(plan: Plan, batch_plan: BatchPlan, topics: Iterable[str], source:
               (consumed.key_serde, consumed.value_serde)
               for topic in topics for consumed in [plan.sources[topic]]}
     drops_null_values = plan.batched is not None and plan.regroup is None \
-        and plan.batched.drops_null_values
+        and plan.join is None and plan.batched.drops_null_values
     return pre_stage(batch_plan, frozenset(topics), serdes, plan.pre, key_bytes, pack, source,
                      plan.rekeyed, plan.regroup is not None, drops_null_values,
                      plan.join is not None)
@@ -755,8 +753,8 @@ def _check_transform_with_state(spark: Any, node: str) -> None:
 
 
 DROPS_SEEN = "topology.drops"
-"""The observed metric summing the drop rows (route ``DROPS``) of the batched processors'
-results (the aggregations', the time limit's), one column a reason."""
+"""The observed metric summing the drop rows (route ``DROPS``) of the aggregations' batched
+processors, one column a reason."""
 
 DROPS_PACKED = "topology.drops-packed"
 """The same for the packing ``mapInArrow`` stage before a batched processor (the null keys it
