@@ -162,7 +162,7 @@ def as_multiset(records: list[Any]) -> Counter[Any]:
 
 # -- drained, the sinks hold the driver's records ----------------------------------------------
 
-# Spark's window count and a batched aggregation run on the same records in the kafka_frame test
+# final counts and page lists run on the same records in the kafka_frame test
 @pytest.mark.parametrize(("topology", "rows", "topics"), [
     (stateless_only, click_rows, ["pages"]),
     (page_sessions, session_click_rows, ["sessions"]),
@@ -184,7 +184,7 @@ def test_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path, 
 
 @pytest.mark.parametrize(("topology", "topic"), [(final_counts, "counts"),
                                                   (page_lists, "pages")],
-                         ids=["spark-windows", "batched-aggregation"])
+                         ids=["final-counts", "page-lists"])
 def test_kafka_frames_are_computed_on_the_executors(spark: Any, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     topology: Any, topic: str) -> None:

@@ -91,14 +91,19 @@ def partitioned(draw: st.DrawFn, topic: str = "clicks",
             split = draw(st.integers(0, len(part)))
             pieces.append([(p, part[:split]), (p, part[split:])] if draw(st.booleans())
                           else [(p, part)])
-        order = draw(st.permutations([p for p, mine in enumerate(pieces) for _ in mine]))
-        taken = [0] * len(pieces)
-        batch: list[Piece] = []
-        for p in order:
-            batch.append(pieces[p][taken[p]])
-            taken[p] += 1
-        out.append(batch)
+        out.append(_interleaved(draw, pieces))
     return out
+
+
+def _interleaved(draw: st.DrawFn, sequences: list[list[Piece]]) -> list[Piece]:
+    """The pieces of every sequence, each sequence's in its order, interleaved any way."""
+    order = draw(st.permutations([i for i, pieces in enumerate(sequences) for _ in pieces]))
+    taken = [0] * len(sequences)
+    batch: list[Piece] = []
+    for i in order:
+        batch.append(sequences[i][taken[i]])
+        taken[i] += 1
+    return batch
 
 
 def per_partition_drivers(make: Any, batches: list[list[Piece]], topic: str
@@ -486,13 +491,7 @@ def rates_and_payments(draw: st.DrawFn) -> tuple[list[list[Piece]], list[list[Ro
             for rows in by_topic.values():
                 split = draw(st.integers(0, len(rows)))
                 sequences.append([(p, rows[:split]), (p, rows[split:])])
-        order = draw(st.permutations([i for i, seq in enumerate(sequences) for _ in seq]))
-        taken = [0] * len(sequences)
-        batch: list[Piece] = []
-        for i in order:
-            batch.append(sequences[i][taken[i]])
-            taken[i] += 1
-        batches.append(batch)
+        batches.append(_interleaved(draw, sequences))
     return batches, reads
 
 
