@@ -656,3 +656,24 @@ def test_a_task_merges_the_records_it_reads(step: str, rows: list[Row], split: b
         expected, expected_drops = driver_run(_merged_then(step), task_order(rows, 1), topic)
         assert Counter((k, v, ts) for t, k, v, ts in got if t == topic) == Counter(expected)
     assert drops == expected_drops
+
+
+@pytest.mark.parametrize("per_topic", [False, True], ids=["chunk-per-partition",
+                                                          "chunk-per-topic-partition"])
+def test_after_a_re_key_each_partition_keeps_its_order(per_topic: bool) -> None:
+    """Topics a and b of two partitions, re-keyed to one key: the one repartition partition
+    interleaves the partitions, each partition's records in its task's order (Y before X in
+    partition 0, Z before W in partition 1), as a repartition topic receives them."""
+    b = StreamsBuilder()
+    consumed = Consumed(key_serde=Serdes.string(), value_serde=Serdes.string())
+    (b.stream("a", consumed).merge(b.stream("b", consumed)).map(lambda k, v: ("K", v))
+     .group_by_key().aggregate(lambda: "", lambda k, v, agg: agg + v).to_stream().to("out"))
+    parts = [[("a", b"x", b"X", 10), ("b", b"y", b"Y", 5)],
+             [("a", b"z", b"Z", 1), ("b", b"w", b"W", 7)]]
+    chunks = [chunk_table([row], p) for i in range(2) for p, rows in enumerate(parts)
+              for row in rows[i:i + 1]] if per_topic else \
+        [chunk_table(rows, p) for p, rows in enumerate(parts)]
+    got, _ = distributed_run(b.build(), [chunks])
+    final = max((v for _, _, v, _ in got), key=len)
+    assert sorted(final) == ["W", "X", "Y", "Z"]
+    assert final.index("Y") < final.index("X") and final.index("Z") < final.index("W")

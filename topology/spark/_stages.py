@@ -102,10 +102,10 @@ class Chain:
             proc.connect(entries)
         self._roots = {topic: [procs[i] for i in indices]
                        for topic, indices in spec.roots.items()}
-        self.marks: list[tuple[int, str]] = []
+        self.marks: list[tuple[int, Any]] = []
         """For the records in :attr:`out` that :meth:`feed` marked: the running maximum
-        timestamp of their source topic's records read up to the one each came from, and
-        that topic (see :func:`_merge_order`)."""
+        timestamp of their source's records read up to the one each came from, and that
+        source (see :func:`_merge_order`)."""
 
     def _exit(self, route: int, sink: str) -> Entry:
         out = self.out.append
@@ -132,13 +132,14 @@ class Chain:
         """Pass ``(key, value, timestamp[, headers])`` records of ``topic`` through the chain.
 
         ``partition``: the input partition they are of (their contexts'). ``read``, given,
-        is the largest timestamp of ``topic``'s records read before these: each record
-        leaving the chain is marked (:attr:`marks`) with that maximum up to the record it
-        came from, which is returned.
+        is the largest timestamp of the partition's records of ``topic`` read before these:
+        each record leaving the chain is marked (:attr:`marks`) with that maximum up to the
+        record it came from, which is returned, and its source ``(partition, topic)``.
         """
         roots = [p.record_entry() for p in self._roots.get(topic, ())]
         out, marks = self.out, self.marks
         top = -1 if read is None else read
+        source = (partition, topic)
         for record in records:
             ctx = RecordContext(record[2], -1, topic, partition,
                                 record[3] if len(record) > 3 else ())
@@ -148,7 +149,7 @@ class Chain:
                 if record[2] > top:
                     top = record[2]
                 if len(out) > len(marks):
-                    marks += [(top, topic)] * (len(out) - len(marks))
+                    marks += [(top, source)] * (len(out) - len(marks))
         return top
 
     def feed_change(self, key: Any, value: Any, ctx: RecordContext) -> None:
@@ -169,7 +170,7 @@ class Chain:
         self.marks.clear()
         return out, topics
 
-    def take_marked(self) -> tuple[list[Out], list[str], list[tuple[int, str]]]:
+    def take_marked(self) -> tuple[list[Out], list[str], list[tuple[int, Any]]]:
         """:meth:`take_with_topics`, and the records' :attr:`marks`."""
         marks = list(self.marks)
         out, topics = self.take_with_topics()
@@ -378,7 +379,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
                  first_seq: int, partition: int, seen: int, buckets: int, chunk: int,
                  topics: list[str], tops: dict[str, int] | None = None,
                  drops_null_values: bool = False, keeps_null_keys: bool = False,
-                 marks: list[tuple[int, str]] | None = None) -> tuple[pa.RecordBatch, int]:
+                 marks: list[tuple[int, Any]] | None = None) -> tuple[pa.RecordBatch, int]:
     """:func:`frame`, but the records routed to the stateful node packed per key group.
 
     A record to an output topic is a row as in :func:`frame`. The records to the stateful
@@ -499,12 +500,13 @@ def _unlongs(data: bytes) -> list[int]:
 
 
 def tick_rows(tops: Mapping[int, Mapping[str, int]], buckets: int, chunk: int,
-              reads: Mapping[int, Mapping[str, int]] | None = None) -> pa.RecordBatch:
+              reads: Mapping[int, Mapping[Any, int]] | None = None) -> pa.RecordBatch:
     """A chunk's ticks: for each input partition in ``tops``, a row to each of its groups.
 
     ``tops`` maps a partition to the largest timestamp the chunk routed from it to the
     stateful node, per topic (the records' context topic); ``reads`` (if given) to the
-    largest timestamp the chunk read from it, per source topic. Every group of the
+    largest timestamp the chunk read per source (an input partition's topic, see
+    :attr:`Chain.marks`) whose records reach the partition's groups. Every group of the
     partition learns them, also a group that got none of its records: a key group's stream
     time is its partition's, as every key of a task shares the task's.
     """
@@ -548,7 +550,7 @@ def unpacked(frames: Iterable[Any]
     """
     records: list[tuple[Any, ...]] = []
     tops: dict[int, dict[str, int]] = {}
-    reads: dict[int, dict[str, int]] = {}
+    reads: dict[int, dict[Any, int]] = {}
     for data in frames:
         for pack in data["k"]:
             chunk, top, packed, read = _loads(pack)
@@ -573,13 +575,13 @@ def unpacked(frames: Iterable[Any]
     return [r[:7] for r in records], max(running, default=-1), tops
 
 
-def _before(tops: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
+def _before(tops: Mapping[int, Mapping[Any, int]]) -> dict[int, dict[Any, int]]:
     """The largest timestamp of each topic in the chunks before each chunk of ``tops``.
 
     ``tops`` maps a chunk to its largest timestamp per topic.
     """
-    before: dict[int, dict[str, int]] = {}
-    running: dict[str, int] = {}
+    before: dict[int, dict[Any, int]] = {}
+    running: dict[Any, int] = {}
     for chunk in sorted(tops):
         before[chunk] = dict(running)
         for topic, ts in tops[chunk].items():
@@ -588,18 +590,20 @@ def _before(tops: Mapping[int, Mapping[str, int]]) -> dict[int, dict[str, int]]:
     return before
 
 
-def _merge_order(record: tuple[Any, ...], read_before: Mapping[int, Mapping[str, int]]
-                 ) -> tuple[int, str, int]:
-    """Where a record comes when source topics are merged lowest head timestamp first.
+def _merge_order(record: tuple[Any, ...], read_before: Mapping[int, Mapping[Any, int]]
+                 ) -> tuple[int, Any, int]:
+    """Where a record comes when its sources are merged lowest head timestamp first.
 
-    Taking the sequence whose next record has the lowest timestamp is taking records by
-    their sequence's running maximum (``mark``: the largest timestamp of its source topic's
-    records read up to the record it came from, in its chunk and, through ``read_before``,
-    the earlier chunks), then, at equal heads, the topic named first (as
-    :func:`~topology.runtime.engine.merge_by_timestamp` does), then by position: within a
-    sequence that key never falls, and a record behind its sequence's maximum follows the
-    record that set it. Records a step dropped before the stateful node still count: the
-    task merges what it reads.
+    A source is an input partition's topic. Taking the sequence whose next record has the
+    lowest timestamp is taking records by their sequence's running maximum (``mark``: the
+    largest timestamp of its source's records read up to the record it came from, in its
+    chunk and, through ``read_before``, the earlier chunks), then, at equal heads, the
+    partition and the topic named first (as :func:`~topology.runtime.engine.merge_by_timestamp`
+    does for one partition), then by position: within a sequence that key never falls, and
+    a record behind its sequence's maximum follows the record that set it. Records a step
+    dropped before the stateful node still count: the task merges what it reads. A group
+    holds one partition's sources, but after a re-key every partition's: each partition's
+    records then keep their task's order, and the partitions interleave by time.
     """
     source = record[8]
     return (max(record[7], read_before.get(record[4] >> CHUNK_BITS, {}).get(source, -1)),
@@ -652,8 +656,9 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
         """The largest timestamp each partition routed to the stateful node in the chunk."""
         tops: dict[int, dict[str, int]] = {}
         """The same per partition and (context) topic: the chunk's ticks."""
-        reads: dict[int, dict[str, int]] = {}
-        """The largest timestamp each partition read per source topic (merge order)."""
+        reads: dict[int, dict[tuple[int, str], int]] = {}
+        """Per group partition, the largest timestamp read per source: an input partition's
+        topic (merge order)."""
         held: dict[int, dict[str, list[tuple[Any, ...]]]] = {}
 
         def framed(partition: int, by_topic: Mapping[str, Any]) -> pa.RecordBatch:
@@ -662,7 +667,8 @@ def pre_stage(plan: BatchPlan, topics: str | Iterable[str],
             timed = 0 if rekeyed or regrouped else partition
             read = reads.setdefault(at, {})
             for name, records in merge_by_timestamp(by_topic):
-                read[name] = chain.feed(name, records, partition, read.get(name, -1))
+                read[partition, name] = chain.feed(name, records, partition,
+                                                   read.get((partition, name), -1))
             out, read_from, marks = chain.take_marked()
             if seq + len(out) >= (chunk + 1) << CHUNK_BITS:
                 raise ValueError(f"a Spark partition of the micro-batch gave more than "
