@@ -3,7 +3,8 @@
 Table updates and stream records reach one ``transformWithStateInPandas`` packed per key
 group, as the aggregations' do (:func:`~topology.spark._stages.packed_frame`): a group is a
 hash bucket of the table's key bytes within an input partition (:data:`BUCKETS` buckets;
-one with a grace period, see below; after a re-key, the one repartition partition's), and
+one with a grace period or an aggregation after the join, see below; after a re-key, the
+one repartition partition's), and
 one call handles every record of a group in a micro-batch. A ``None`` key goes to bucket 0:
 a left join joins it, the table source and an inner join drop and count it. Each key's
 table history is a row of Spark's state store of its own, in the group's map state under
@@ -20,9 +21,9 @@ Its drops (null keys or values, out-of-order or expired table updates) leave as
 A call takes its records in the task's order (:func:`~topology.spark._stages.unpacked`):
 each topic's in arrival order, the table's and the stream's merged lowest head timestamp
 first, as a task's ``PartitionGroup`` merges them; a record is a table update when it was
-read from the table's topic. A record leaving for the aggregation carries the position of
-the stream record it came from, so that the aggregation folds values in arrival order,
-across groups.
+read from the table's topic. The records leaving for an aggregation after the join are
+packed for its key groups in the order the call emits them, with their running time and
+ticks (:meth:`AsOfJoinProcessor._outputs`).
 
 A key group keeps, besides those rows, one state value: the store's observed stream time,
 the keys whose newest version is a delete (with its timestamp), and the join's grace buffer

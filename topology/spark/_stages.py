@@ -598,8 +598,9 @@ def _merge_order(record: tuple[Any, ...], read_before: Mapping[int, Mapping[Any,
     lowest timestamp is taking records by their sequence's running maximum (``mark``: the
     largest timestamp of its source's records read up to the record it came from, in its
     chunk and, through ``read_before``, the earlier chunks), then, at equal heads, the
-    partition and the topic named first (as :func:`~topology.runtime.engine.merge_by_timestamp`
-    does for one partition), then by position: within a sequence that key never falls, and
+    partition and the topic whose name sorts first (as
+    :func:`~topology.runtime.engine.merge_by_timestamp` does for one partition), then by
+    position: within a sequence that key never falls, and
     a record behind its sequence's maximum follows the record that set it. Records a step
     dropped before the stateful node still count: the task merges what it reads. A group
     holds one partition's sources, but after a re-key every partition's: each partition's

@@ -22,7 +22,7 @@ The topology is read once (:mod:`topology.spark._compile`) and becomes one strea
   stateless steps after the join with them; an aggregation of the joined stream (the two
   stateful steps in one query) runs after it as above, on the records the join packs for
   it;
-- what follows ``to_stream()`` runs in ``mapInArrow`` again, and ``foreachBatch`` hands each
+- what follows ``to_stream()`` runs in the batched processor, and ``foreachBatch`` hands each
   output topic's records to its sink (the sinks of :mod:`topology.spark.sinks`): a
   ``kafka_frame`` sink gets a DataFrame the executors compute, a ``parquet`` sink's files
   are written by the executors, and the driver collects a batch only for the other sinks.
@@ -413,8 +413,9 @@ class DistributedRunner:
         - ``dropped-records-total``: every record dropped, and per reason as
           ``dropped-records-total{reason=r}``:
 
-          - ``null-key``: records reaching the time-limited table, the as-of join, its
-            table or an aggregation with a ``None`` key; ``null-value``,
+          - ``null-key``: records reaching the time-limited table, an inner as-of join,
+            a join's table or an aggregation with a ``None`` key (a left join joins such
+            a stream record); ``null-value``,
             ``out-of-order-update``, ``expired-version``: the as-of join's and its
             versioned table's drops, as a task counts them (sent on by the join's
             processor); for aggregations, ``null-value`` and ``expired-window`` are the
