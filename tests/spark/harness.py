@@ -176,7 +176,7 @@ def _operators(plan: Any) -> list[Operator]:
         from topology.spark._join import AsOfJoinProcessor
 
         operators.append(Operator(lambda: AsOfJoinProcessor(
-            plan.join, plan.joined, plan.batched, plan.rekeyed or plan.rekeyed_after_join)))
+            plan.join, plan.joined, plan.batched, plan.aggregation_rekeyed)))
         if plan.batched is None:
             return operators
     if plan.limit is not None:

@@ -282,9 +282,12 @@ class Plan:
         return _repartitions(self.pre)
 
     @property
-    def rekeyed_after_join(self) -> bool:
-        """Whether the joined records reach the aggregation through a repartition."""
-        return self.joined is not None and _repartitions(self.joined)
+    def aggregation_rekeyed(self) -> bool:
+        """Whether the joined records reach the aggregation as one repartition partition.
+
+        So they do after a re-key before the join (all of it runs there) or between the two.
+        """
+        return self.rekeyed or (self.joined is not None and _repartitions(self.joined))
 
 
 def _repartitions(chain: ChainSpec) -> bool:

@@ -184,13 +184,13 @@ class AsOfJoinProcessor(StatefulProcessor):
             yield frame(outputs).to_pandas()
             return
         at = 0 if self._rekeyed else group // buckets(self._spec)
+        groups = aggregation_buckets(spec)
         tops: dict[str, int] = {}
         batch, _ = packed_frame(outputs, spec.key_serializer, group << CHUNK_BITS, at, -1,
-                                aggregation_buckets(spec), group, topics, tops,
-                                spec.drops_null_values)
+                                groups, group, topics, tops, spec.drops_null_values)
         yield batch.to_pandas()
         if tops:
-            yield tick_rows({at: tops}, aggregation_buckets(spec), group).to_pandas()
+            yield tick_rows({at: tops}, groups, group).to_pandas()
 
     def _load(self) -> tuple[int | None, dict[bytes, int], Any]:
         """The group's observed stream time, deleted keys (newest timestamp), grace buffer.

@@ -256,7 +256,7 @@ class DistributedRunner:
         schema = StructType.fromJson(_spark_schema(FRAME))
         out = rows.groupBy("key_group").transformWithStateInPandas(
             AsOfJoinProcessor(join, joined, plan_.batched,
-                              plan_.rekeyed or plan_.rekeyed_after_join),
+                              plan_.aggregation_rekeyed),
             schema, "Append", "None")
         return _drops_observed(out, DROPS_JOINED)
 
