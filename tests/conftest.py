@@ -33,9 +33,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``pytest -m "not spark"`` then runs everything else, the without-Spark harness tests of
     tests/spark included."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        shared = "spark" in getattr(item, "fixturenames", ())
+        if shared:
             item.add_marker(pytest.mark.spark)
         if item.get_closest_marker("spark") is not None:
-            # with pytest-xdist (``make test``: ``--dist loadgroup``) every Spark test runs in
-            # one worker, which starts the one shared SparkSession
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            # with pytest-xdist (``make test``: ``--dist loadgroup``) every test of the shared
+            # SparkSession runs in one worker, which starts it; those that start Spark
+            # otherwise run in another, beside it (they are a third of the Spark tests' time)
+            item.add_marker(pytest.mark.xdist_group("spark" if shared else "spark-own"))
