@@ -44,6 +44,28 @@ def test_fast_paths_write_the_general_layout(value: object) -> None:
 
 
 @settings(max_examples=examples(300))
+@given(st.lists(st.one_of(VALUES, st.integers(-(2**70), 2**70), st.binary(), st.none(),
+                          st.lists(SCALARS, max_size=3).map(tuple)), max_size=6))
+def test_a_sequence_writes_each_item_as_the_item_alone(items: list[object]) -> None:
+    """Lists and tuples write their items in a loop of their own: the bytes are the items'."""
+    body = len(items).to_bytes(4, "big") + b"".join(encode(item) for item in items)
+    assert encode(items) == b"l" + body
+    assert encode(tuple(items)) == b"t" + body
+    assert decode(b"l" + body) == items
+
+
+@settings(max_examples=examples(300))
+@given(st.integers(0, 4), st.binary(max_size=40))
+def test_foreign_items_of_a_sequence_are_refused_never_half_read(n: int, data: bytes) -> None:
+    framed = b"t" + n.to_bytes(4, "big") + data
+    try:
+        value = decode(framed)
+    except StateCodecError:
+        return
+    assert encode(value) == framed
+
+
+@settings(max_examples=examples(300))
 @given(st.one_of(VALUES, st.text(), st.integers(-(2**70), 2**70), st.floats()))
 def test_what_encodes_surely_encodes(value: object) -> None:
     """A store holds such values unencoded until its commit: their encoding cannot fail."""

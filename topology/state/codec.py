@@ -75,7 +75,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from decimal import Decimal, InvalidOperation
 from enum import Enum
@@ -192,8 +192,7 @@ def _write(value: Any, put: Callable[[bytes], object]) -> None:
         put(_NONE)
     elif kind is tuple or kind is list:
         put((_TUPLE if kind is tuple else _LIST) + _length(len(value), kind.__name__))
-        for item in value:
-            _write(item, put)
+        _write_items(value, put)
     elif kind is Windowed:
         put(_WINDOWED)
         _write(value.key, put)
@@ -270,6 +269,39 @@ def _write(value: Any, put: Callable[[bytes], object]) -> None:
             f"Consumed, Grouped), or use None, bool, int, float, str, bytes, tuples, lists, "
             f"dicts, sets, frozensets, Decimal, datetimes, dates, times, timedeltas, enums, "
             f"named tuples, dataclasses or windowed keys")
+
+
+def _write_items(items: Iterable[Any], put: Callable[[bytes], object]) -> None:
+    """:func:`_write` of each item, the common kinds without a call each.
+
+    A str, an int of 64 bits, ``None``, bytes or a tuple of these (the items of record packs
+    and state entries) are written in this loop, any other item through :func:`_write`.
+    """
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            try:
+                raw = item.encode("utf-8")
+            except UnicodeEncodeError:
+                raw = None  # _write raises the codec's error
+            if raw is not None and len(raw) <= _MAX_LENGTH:
+                put(_STR + _LENGTH.pack(len(raw)) + raw)
+                continue
+        elif kind is int:
+            if -(2**63) <= item < 2**63:
+                put(_INT + _LONG.pack(item))
+                continue
+        elif item is None:
+            put(_NONE)
+            continue
+        elif kind is tuple:
+            put(_TUPLE + _length(len(item), "tuple"))
+            _write_items(item, put)
+            continue
+        elif kind is bytes and len(item) <= _MAX_LENGTH:
+            put(_BYTES + _LENGTH.pack(len(item)) + item)
+            continue
+        _write(item, put)
 
 
 def _put_text(text: str, put: Callable[[bytes], object]) -> None:
@@ -421,11 +453,7 @@ def _read(data: bytes, at: int) -> tuple[Any, int]:
         return value, end
     if tag == _TUPLE or tag == _LIST:
         (n,) = _LENGTH.unpack_from(data, at)
-        at += 4
-        items = []
-        for _ in range(n):
-            item, at = _read(data, at)
-            items.append(item)
+        items, at = _read_items(data, at + 4, n)
         return (tuple(items) if tag == _TUPLE else items), at
     if tag == _DICT:
         (n,) = _LENGTH.unpack_from(data, at)
@@ -443,6 +471,44 @@ def _read(data: bytes, at: int) -> tuple[Any, int]:
         start, end = _BOUNDS.unpack_from(data, at)
         return Windowed(key, Window(start, end)), at + 16
     return _read_more(tag, data, at)
+
+
+_STR_TAG, _INT_TAG, _NONE_TAG, _BYTES_TAG, _TUPLE_TAG = (
+    _STR[0], _INT[0], _NONE[0], _BYTES[0], _TUPLE[0])
+
+
+def _read_items(data: bytes, at: int, n: int) -> tuple[list[Any], int]:
+    """:func:`_read` of ``n`` values from ``at``, the common kinds without a call each.
+
+    A str, an int of 64 bits, ``None``, bytes or a tuple of these are read in this loop, any
+    other value through :func:`_read`. Raises as :func:`_read` for bytes it did not write
+    (``IndexError`` past the end).
+    """
+    items: list[Any] = []
+    append = items.append
+    size = len(data)
+    for _ in range(n):
+        tag = data[at]
+        if tag == _STR_TAG or tag == _BYTES_TAG:
+            start = at + 5
+            end = start + _LENGTH.unpack_from(data, at + 1)[0]
+            if end > size:
+                raise IndexError("text or bytes run past the end")
+            append(data[start:end].decode("utf-8") if tag == _STR_TAG else data[start:end])
+            at = end
+        elif tag == _INT_TAG:
+            append(_LONG.unpack_from(data, at + 1)[0])
+            at += 9
+        elif tag == _NONE_TAG:
+            append(None)
+            at += 1
+        elif tag == _TUPLE_TAG:
+            inner, at = _read_items(data, at + 5, _LENGTH.unpack_from(data, at + 1)[0])
+            append(tuple(inner))
+        else:
+            item, at = _read(data, at)
+            append(item)
+    return items, at
 
 
 def _read_text(data: bytes, at: int) -> tuple[str, int]:
