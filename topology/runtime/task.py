@@ -227,9 +227,7 @@ class Task(TaskFailures, TaskPunctuation, TaskDurability):
             child = self.processors[children[0].name]
             if child.name in self._looked_up or not isinstance(child, SuppressNodeProcessor):
                 continue
-            update = child.window_entry()
-            if update is not None and child.parts_identity is not None:
-                parent.hand_changes_to(update, *child.parts_identity)
+            if child.take_changes_from(parent):
                 self.handing.add(node.name)
 
     def register_suppression(self, name: str, view: SuppressionView, metrics: SuppressMetrics,

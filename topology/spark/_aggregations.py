@@ -49,8 +49,8 @@ from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 from suppress.time import is_window_closed
 
-from .._key_identity import key_identity
 from ..runtime.processor import Entry
+from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..windows import Window, Windowed
 from ._compile import BatchedAggregationSpec, ChainSpec
 from ._stages import (
@@ -104,22 +104,23 @@ class AggregationBucket:
         def to_post(key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
             chain.feed_change(key, new, ctx)
 
-        self.engine: SuppressProcessor | None = None
-        change: Callable[[Any, Any, Any, RecordContext], None] = to_post
-        if spec.suppressed is not None:
-            assert spec.suppression is not None and spec.suppression_key_serializer is not None
-            self.engine = SuppressProcessor(
-                spec.suppression, spec.suppressed, spec.delay_ms, to_post,
-                spec.suppression_key_serializer, spec.value_serializer,  # type: ignore[arg-type]
-                buffer_time_of=spec.buffer_time,
-                key_identity=key_identity(spec.suppression_key_serializer))
-            change = self.engine.process_change
+        post_entry = Entry(_no_record, to_post, to_post)
         self._store = host.stores[spec.store]
         aggregate: Any = spec.factory()
         aggregate.name = spec.name
         aggregate.init(host)
-        aggregate.connect([Entry(_no_record, change, change)])
         self.aggregate = aggregate
+        self.engine: SuppressProcessor | None = None
+        if spec.suppressed is None:
+            aggregate.connect([post_entry])
+        else:
+            suppression = _suppression(spec)
+            suppression.init(host)
+            suppression.connect([post_entry])
+            change = suppression.change_entry()
+            aggregate.connect([Entry(_no_record, change, change)])
+            suppression.take_changes_from(aggregate)
+            self.engine = suppression.engine
         self._windowed = spec.kind != "none"
         self.stream_time, kept = time_and_state(state, spec.name)
         held, buffered = (None, []) if kept is None else kept
@@ -205,6 +206,25 @@ class AggregationBucket:
     def take(self) -> list[Out]:
         """The records that left the post chain since the last call."""
         return self.chain.take()
+
+
+def _suppression(spec: BatchedAggregationSpec) -> SuppressNodeProcessor:
+    """The aggregation's suppression node, as the topology builds it, with the spec's config.
+
+    Final results of windows keep their keys by parts, so the aggregation hands it each
+    change by window (as in a task); a spilling buffer is the unbounded one here (see
+    :class:`~topology.spark._compile.BatchedAggregationSpec`).
+    """
+    assert spec.suppressed is not None and spec.suppression is not None \
+        and spec.suppression_key_serializer is not None
+    final = spec.suppressed.final_results
+    node = SuppressNodeProcessor(
+        spec.suppressed, spec.delay_ms, spec.suppression_key_serializer,
+        spec.value_serializer, spec.buffer_time,  # type: ignore[arg-type]
+        time_windows=final and spec.kind == "time",
+        own_ends=final and spec.kind in ("session", "sliding"))
+    node.name = spec.suppression
+    return node
 
 
 def _keeps(spec: BatchedAggregationSpec, stream_time: int) -> Callable[[Window], bool]:

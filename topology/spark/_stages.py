@@ -200,9 +200,18 @@ class BucketHost:
     rows.
     """
 
+    debug_metrics = False
+    """No debug metrics sampled per update (as a task without ``debug_metrics``)."""
+    durable = False
+    """No state directory: the state goes into Spark's state store, written by the call."""
+
     def __init__(self, store: str, store_factory: Callable[[], Any]) -> None:
         self.stores = {store: store_factory()}
         self.metrics = TaskMetrics()
+
+    def register_suppression(self, name: str, view: Any, metrics: Any,
+                             store_name: str | None) -> None:
+        """A suppression's buffer is not a store here: the call writes its entries itself."""
 
 
 ROW_KEY = StructType([StructField("key", BinaryType())])

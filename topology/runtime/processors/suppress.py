@@ -29,6 +29,7 @@ from ..processor import Entry, ForwardChange, InternalProcessor
 
 if TYPE_CHECKING:
     from ..task import Task
+    from .aggregate import WindowedAggregateBase
 
 __all__ = ("SuppressNodeProcessor", "WindowParts")
 
@@ -178,6 +179,18 @@ class SuppressNodeProcessor(InternalProcessor):
         if self.parts_identity is None or self._spills or self._idle is not None:
             return None
         return self.engine.window_entry()
+
+    def take_changes_from(self, aggregation: WindowedAggregateBase) -> bool:
+        """Let ``aggregation`` (this node's parent) hand its changes to :meth:`window_entry`.
+
+        Returns whether it does: this node takes changes by window (see
+        :meth:`window_entry`); else the aggregation goes on forwarding windowed keys.
+        """
+        update = self.window_entry()
+        if update is None or self.parts_identity is None:
+            return False
+        aggregation.hand_changes_to(update, *self.parts_identity)
+        return True
 
     def change_entry(self) -> ForwardChange:
         """The engine's change entry; :meth:`process_change` when it must see records.
