@@ -115,7 +115,7 @@ class AggregationBucket:
             aggregate.connect([post_entry])
         else:
             suppression = _suppression(spec)
-            suppression.init(host)
+            suppression.init(host)  # type: ignore[arg-type]  # what it reads of a task
             suppression.connect([post_entry])
             change = suppression.change_entry()
             aggregate.connect([Entry(_no_record, change, change)])
