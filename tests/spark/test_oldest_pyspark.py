@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark  # in the Spark tests' xdist group (tests/conftest.py)
+pytestmark = pytest.mark.spark  # its own Spark: the "spark-own" xdist group (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 OLDEST = ROOT / ".venv-oldest" / "bin" / "python"

@@ -54,6 +54,15 @@ def test_a_sequence_writes_each_item_as_the_item_alone(items: list[object]) -> N
     assert decode(b"l" + body) == items
 
 
+@pytest.mark.parametrize("kind", [list, tuple, dict])
+def test_deep_nesting_reads_back_as_deep_as_it_was_written(kind: type) -> None:
+    """A container costs one stack frame per level of nesting, reading and writing."""
+    value: object = None
+    for _ in range(800):
+        value = {"k": value} if kind is dict else kind([value])
+    assert decode(encode(value)) == value
+
+
 @settings(max_examples=examples(300))
 @given(st.integers(0, 4), st.binary(max_size=40))
 def test_foreign_items_of_a_sequence_are_refused_never_half_read(n: int, data: bytes) -> None:

@@ -16,11 +16,12 @@ A call reads and writes only the aggregates of the keys its records name, so its
 follows its records, not the keys the group holds.
 
 Inside a call the library's own parts do the work, as in a task: the topology's aggregation
-on the topology's in-memory store (the state restored into it), feeding the suppression
-engine with the node's config (or, without one, ``to_stream()`` with every update), whose
-results go through the post chain. Records go in arrival order, and the stream time is the
-task's: before each record, the largest timestamp its partition routed to the aggregation
-before it (earlier micro-batches, earlier chunks, earlier records of its chunk: see
+on the topology's in-memory store (the state restored into it), feeding the topology's
+suppression node (windowed final results by window, as a task's aggregation hands them; or,
+without one, ``to_stream()`` with every update), whose results go through the post chain.
+Records go in arrival order, and the stream time is the task's: before each record, the
+largest timestamp its partition routed to the aggregation before it (earlier micro-batches,
+earlier chunks, earlier records of its chunk: see
 :func:`~topology.spark._stages.unpacked`), and at the end of the call the largest of the
 micro-batch, which the group learns from its partition's ticks even without a record of its
 own. The aggregation drops a record whose windows are closed for that time and counts it
@@ -211,8 +212,9 @@ class AggregationBucket:
 def _suppression(spec: BatchedAggregationSpec) -> SuppressNodeProcessor:
     """The aggregation's suppression node, as the topology builds it, with the spec's config.
 
-    Final results of windows keep their keys by parts, so the aggregation hands it each
-    change by window (as in a task); a spilling buffer is the unbounded one here (see
+    Final results of windows whose keys have a built-in windowed layout keep them by parts,
+    so the aggregation hands it each change by window (as in a task; with a windowed serde of
+    the user's, windowed keys); a spilling buffer is the unbounded one here (see
     :class:`~topology.spark._compile.BatchedAggregationSpec`).
     """
     assert spec.suppressed is not None and spec.suppression is not None \

@@ -197,7 +197,9 @@ class BucketHost:
     The store (built fresh by ``store_factory``, named ``store``) and the counters: drops
     (null keys or values, closed windows, rejected writes) are counted in :attr:`metrics` and
     logged on the executor, as a task logs them; the processor sends the counts on as drop
-    rows.
+    rows. A suppression node reads :attr:`debug_metrics`, :attr:`durable` and
+    :meth:`register_suppression` of its task: here they say the group has no debug metrics,
+    no state directory and no stores but the one above.
     """
 
     debug_metrics = False

@@ -79,6 +79,7 @@ from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from decimal import Decimal, InvalidOperation
 from enum import Enum
+from itertools import chain
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -208,11 +209,8 @@ def _write(value: Any, put: Callable[[bytes], object]) -> None:
         raw = bytes(value)
         put(_BYTES + _length(len(raw), "bytes") + raw)
     elif kind is dict:
-        put(_DICT)
-        put(_length(len(value), "dict"))
-        for key, item in value.items():
-            _write(key, put)
-            _write(item, put)
+        put(_DICT + _length(len(value), "dict"))
+        _write_items(chain.from_iterable(value.items()), put)
     elif kind is Window:
         put(_WINDOW + _BOUNDS.pack(value.start, value.end))
     elif kind is set or kind is frozenset:
@@ -274,8 +272,10 @@ def _write(value: Any, put: Callable[[bytes], object]) -> None:
 def _write_items(items: Iterable[Any], put: Callable[[bytes], object]) -> None:
     """:func:`_write` of each item, the common kinds without a call each.
 
-    A str, an int of 64 bits, ``None``, bytes or a tuple of these (the items of record packs
-    and state entries) are written in this loop, any other item through :func:`_write`.
+    A str, an int of 64 bits, ``None`` or bytes (the items of record packs and state
+    entries) is written in this loop, a list, tuple or dict by this loop over its items (so a
+    nested container costs one frame per level, as in :func:`_write`), any other item through
+    :func:`_write`.
     """
     for item in items:
         kind = type(item)
@@ -294,9 +294,13 @@ def _write_items(items: Iterable[Any], put: Callable[[bytes], object]) -> None:
         elif item is None:
             put(_NONE)
             continue
-        elif kind is tuple:
-            put(_TUPLE + _length(len(item), "tuple"))
+        elif kind is tuple or kind is list:  # nested: one frame per level, as in _write
+            put((_TUPLE if kind is tuple else _LIST) + _length(len(item), kind.__name__))
             _write_items(item, put)
+            continue
+        elif kind is dict:
+            put(_DICT + _length(len(item), "dict"))
+            _write_items(chain.from_iterable(item.items()), put)
             continue
         elif kind is bytes and len(item) <= _MAX_LENGTH:
             put(_BYTES + _LENGTH.pack(len(item)) + item)
@@ -457,12 +461,8 @@ def _read(data: bytes, at: int) -> tuple[Any, int]:
         return (tuple(items) if tag == _TUPLE else items), at
     if tag == _DICT:
         (n,) = _LENGTH.unpack_from(data, at)
-        at += 4
-        out = {}
-        for _ in range(n):
-            key, at = _read(data, at)
-            out[key], at = _read(data, at)
-        return out, at
+        flat, at = _read_items(data, at + 4, 2 * n)
+        return dict(zip(flat[::2], flat[1::2], strict=True)), at
     if tag == _WINDOW:
         start, end = _BOUNDS.unpack_from(data, at)
         return Window(start, end), at + 16
@@ -473,16 +473,17 @@ def _read(data: bytes, at: int) -> tuple[Any, int]:
     return _read_more(tag, data, at)
 
 
-_STR_TAG, _INT_TAG, _NONE_TAG, _BYTES_TAG, _TUPLE_TAG = (
-    _STR[0], _INT[0], _NONE[0], _BYTES[0], _TUPLE[0])
+_STR_TAG, _INT_TAG, _NONE_TAG, _BYTES_TAG = _STR[0], _INT[0], _NONE[0], _BYTES[0]
+_TUPLE_TAG, _LIST_TAG, _DICT_TAG = _TUPLE[0], _LIST[0], _DICT[0]
 
 
 def _read_items(data: bytes, at: int, n: int) -> tuple[list[Any], int]:
     """:func:`_read` of ``n`` values from ``at``, the common kinds without a call each.
 
-    A str, an int of 64 bits, ``None``, bytes or a tuple of these are read in this loop, any
-    other value through :func:`_read`. Raises as :func:`_read` for bytes it did not write
-    (``IndexError`` past the end).
+    A str, an int of 64 bits, ``None`` or bytes is read in this loop, a list, tuple or dict
+    by this loop over its items (one frame per level of nesting), any other value through
+    :func:`_read`. Raises as :func:`_read` for bytes it did not write (``IndexError`` past
+    the end).
     """
     items: list[Any] = []
     append = items.append
@@ -502,9 +503,12 @@ def _read_items(data: bytes, at: int, n: int) -> tuple[list[Any], int]:
         elif tag == _NONE_TAG:
             append(None)
             at += 1
-        elif tag == _TUPLE_TAG:
+        elif tag == _TUPLE_TAG or tag == _LIST_TAG:  # nested: one frame per level
             inner, at = _read_items(data, at + 5, _LENGTH.unpack_from(data, at + 1)[0])
-            append(tuple(inner))
+            append(tuple(inner) if tag == _TUPLE_TAG else inner)
+        elif tag == _DICT_TAG:
+            flat, at = _read_items(data, at + 5, 2 * _LENGTH.unpack_from(data, at + 1)[0])
+            append(dict(zip(flat[::2], flat[1::2], strict=True)))
         else:
             item, at = _read(data, at)
             append(item)

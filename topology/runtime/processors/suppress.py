@@ -187,7 +187,7 @@ class SuppressNodeProcessor(InternalProcessor):
         :meth:`window_entry`); else the aggregation goes on forwarding windowed keys.
         """
         update = self.window_entry()
-        if update is None or self.parts_identity is None:
+        if update is None or self.parts_identity is None:  # (the second: implied, for mypy)
             return False
         aggregation.hand_changes_to(update, *self.parts_identity)
         return True
