@@ -15,7 +15,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # pytest-xdist: a worker per core; the tests of the shared SparkSession in one of them, those that
-# start Spark themselves (child processes, docs pages) in another (tests/conftest.py)
+# start Spark themselves (child processes, docs pages) in a group of their own (tests/conftest.py)
 PARALLEL := -n auto --dist loadgroup
 # The suite starts many Python processes (xdist workers, Spark's Python workers, child runs):
 # each would compile the project's modules again (about 0.5 s) and pytest would rewrite every

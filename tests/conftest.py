@@ -39,5 +39,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("spark") is not None:
             # with pytest-xdist (``make test``: ``--dist loadgroup``) every test of the shared
             # SparkSession runs in one worker, which starts it; those that start Spark
-            # otherwise run in another, beside it (they are a third of the Spark tests' time)
+            # otherwise form a group of their own, usually run by another worker beside it
+            # (they are a third of the Spark tests' time)
             item.add_marker(pytest.mark.xdist_group("spark" if shared else "spark-own"))
