@@ -573,16 +573,17 @@ def unpacked(frames: Iterable[Any]
                             theirs[topic] = ts
             if packed is not None:
                 records += _records(packed)
-    records.sort(key=itemgetter(4))
-    before = _before(tops)
-    if len(before) > 1:
-        records = [(k, v, ts, h, seq, max(st, before.get(seq >> CHUNK_BITS, {}).get(topic, -1)),
-                    topic, mark, source)
-                   for k, v, ts, h, seq, st, topic, mark, source in records]
-    if len({record[8] for record in records}) > 1:
+    if len({record[8] for record in records}) > 1:  # (one sort: its key ends with seq)
         read_before = _before(reads)
         records.sort(key=lambda record: _merge_order(record, read_before))
+    else:
+        records.sort(key=itemgetter(4))
+    before = _before(tops)
     running = [ts for mine in tops.values() for ts in mine.values()]
+    if len(before) > 1:
+        return ([(k, v, ts, h, seq, max(st, before.get(seq >> CHUNK_BITS, {}).get(topic, -1)),
+                  topic) for k, v, ts, h, seq, st, topic, _, _ in records],
+                max(running, default=-1), tops)
     return [r[:7] for r in records], max(running, default=-1), tops
 
 
