@@ -21,7 +21,6 @@ value) leave as :data:`~topology.spark._compile.DROPS` rows.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,6 +39,7 @@ from ._stages import (
     ROW_VALUE,
     BucketHost,
     FiledRows,
+    bucket_of,
     drop_counts,
     drop_frame,
     earlier_form,
@@ -103,9 +103,7 @@ class Regrouping:
         changes = self._changes
         topic = self._spec.topic
         for new_key, change, out in changes:
-            kb = self._key_bytes(new_key)
-            bucket = 0 if kb is None else zlib.crc32(kb) % self._buckets
-            self.packs.setdefault(bucket, []).append(
+            self.packs.setdefault(bucket_of(self._key_bytes(new_key), self._buckets), []).append(
                 (new_key, change, out[0], out[4], seq, st, topic, -1, ""))
         changes.clear()
 

@@ -39,9 +39,10 @@ from .columns import BatchPlan
 
 __all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "MAX_SOURCES",
            "MAX_SPARK_PARTITIONS", "ROW_KEY", "ROW_VALUE", "BucketHost", "Chain", "FiledRows",
-           "chunk_of", "drop_counts", "drop_frame", "earlier_form", "frame", "group", "load_state",
-           "outputs_frame", "pack_rows", "packed_frame", "pre_stage", "records_of_frame",
-           "save_state", "tick_rows", "time_and_state", "timed_state", "unpacked")
+           "bucket_of", "chunk_of", "drop_counts", "drop_frame", "earlier_form", "frame", "group",
+           "load_state", "outputs_frame", "pack_rows", "packed_frame", "pre_stage",
+           "records_of_frame", "save_state", "tick_rows", "time_and_state", "timed_state",
+           "unpacked")
 
 BUCKETS = 8
 """Key buckets per input partition of a stateful step run in ``transformWithStateInPandas``
@@ -429,7 +430,7 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
         if kb is None and not keeps_null_keys:
             null_keys += 1
             continue
-        packs.setdefault(base + (0 if kb is None else zlib.crc32(kb) % buckets), []).append(
+        packs.setdefault(base + bucket_of(kb, buckets), []).append(
             (key, value, ts, headers, seq, seen, topic, mark, source))
         if value is None and drops_null_values:
             continue
@@ -451,6 +452,11 @@ def packed_frame(records: list[Out], key_bytes: Callable[[Any], bytes | None],
 def group(partition: int, bucket: int, buckets: int) -> int:
     """The key group of ``bucket`` (of ``buckets``) in input ``partition``."""
     return partition * buckets + bucket
+
+
+def bucket_of(key_bytes: bytes | None, buckets: int) -> int:
+    """The bucket (of ``buckets``) of a key by its bytes: ``crc32 % buckets``; 0 for ``None``."""
+    return 0 if key_bytes is None else zlib.crc32(key_bytes) % buckets
 
 
 def pack_rows(packs: Mapping[int, list[tuple[Any, ...]]], chunk: int) -> pa.RecordBatch:
