@@ -129,28 +129,27 @@ class Chain:
         return list(self._roots.get(topic, ()))
 
     def feed(self, topic: str, records: Iterable[tuple[Any, ...]], partition: int = 0,
-             read: int | None = None) -> int:
+             read: int = -1) -> int:
         """Pass ``(key, value, timestamp[, headers])`` records of ``topic`` through the chain.
 
-        ``partition``: the input partition they are of (their contexts'). ``read``, given,
-        is the largest timestamp of the partition's records of ``topic`` read before these:
-        each record leaving the chain is marked (:attr:`marks`) with that maximum up to the
-        record it came from, which is returned, and its source ``(partition, topic)``.
+        ``partition``: the input partition they are of (their contexts'). ``read``: the
+        largest timestamp of the partition's records of ``topic`` read before these (-1:
+        none). Each record leaving the chain is marked (:attr:`marks`) with that maximum up
+        to the record it came from, which is returned, and its source ``(partition, topic)``.
         """
         roots = [p.record_entry() for p in self._roots.get(topic, ())]
         out, marks = self.out, self.marks
-        top = -1 if read is None else read
+        top = read
         source = (partition, topic)
         for record in records:
             ctx = RecordContext(record[2], -1, topic, partition,
                                 record[3] if len(record) > 3 else ())
             for entry in roots:
                 entry(record[0], record[1], ctx)
-            if read is not None:
-                if record[2] > top:
-                    top = record[2]
-                if len(out) > len(marks):
-                    marks += [(top, source)] * (len(out) - len(marks))
+            if record[2] > top:
+                top = record[2]
+            if len(out) > len(marks):
+                marks += [(top, source)] * (len(out) - len(marks))
         return top
 
     def feed_change(self, key: Any, value: Any, ctx: RecordContext) -> None:
