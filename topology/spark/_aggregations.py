@@ -215,16 +215,14 @@ def _suppression(spec: BatchedAggregationSpec) -> SuppressNodeProcessor:
     Final results of windows whose keys have a built-in windowed layout keep them by parts,
     so the aggregation hands it each change by window (as in a task; with a windowed serde of
     the user's, windowed keys); a spilling buffer is the unbounded one here (see
-    :class:`~topology.spark._compile.BatchedAggregationSpec`).
+    :class:`~topology.spark._compile.BatchedAggregationSpec`), given before the node is
+    initialised, which builds its buffer from it.
     """
     assert spec.suppressed is not None and spec.suppression is not None \
-        and spec.suppression_key_serializer is not None
-    final = spec.suppressed.final_results
-    node = SuppressNodeProcessor(
-        spec.suppressed, spec.delay_ms, spec.suppression_key_serializer,
-        spec.value_serializer, spec.buffer_time,  # type: ignore[arg-type]
-        time_windows=final and spec.kind == "time",
-        own_ends=final and spec.kind in ("session", "sliding"))
+        and spec.suppression_factory is not None
+    node = spec.suppression_factory()
+    assert isinstance(node, SuppressNodeProcessor)
+    node.suppressed = spec.suppressed
     node.name = spec.suppression
     return node
 

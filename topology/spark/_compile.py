@@ -178,8 +178,8 @@ class BatchedAggregationSpec:
     Every aggregation of a grouped stream (a table's too, after its regroup; a stream's also
     after an as-of join): without windows or in time, session or sliding windows, emitting
     every update, rate-limited (``until_time_limit``) or with final results in any buffer.
-    The aggregation and its store are built from the topology's own factories; the
-    suppression (if any) from its node's settings.
+    The aggregation, its store and its suppression (if any) are built from the topology's
+    own factories.
     """
 
     name: str
@@ -202,14 +202,8 @@ class BatchedAggregationSpec:
     suppressed: Suppressed | None = None
     """The suppression's config; a spilling buffer's is unbounded (its output is the
     unbounded one's)."""
-    delay_ms: int = 0
-    """The suppression's delay: the time limit, or the grace period (sessions: gap + grace)."""
-    suppression_key_serializer: Callable[[Any], bytes | None] | None = None
-    """The suppression's key serializer (its eviction order)."""
-    value_serializer: Callable[[Any], bytes | None] | None = None
-    buffer_time: Callable[[Any], int] | None = None
-    """Final results: a windowed key's buffer time, the window's exclusive end; ``None`` for
-    a time limit (a change's timestamp)."""
+    suppression_factory: Callable[[], InternalProcessor] | None = None
+    """Builds the suppression node, as the topology builds it (then given :attr:`suppressed`)."""
 
     @property
     def bounded(self) -> bool:
@@ -625,10 +619,7 @@ def _batched_spec(node: GraphNode, definition: Aggregation, suppression_node: Gr
         suppressed = Suppressed.until_window_closes(unbounded) if suppressed.final_results \
             else Suppressed.until_time_limit(suppression.delay_ms, unbounded)
     return replace(spec, suppression=suppression_node.name, suppressed=suppressed,
-                   delay_ms=suppression.delay_ms,
-                   suppression_key_serializer=suppression.key_serializer,
-                   value_serializer=suppression.value_serializer,
-                   buffer_time=suppression.buffer_time)
+                   suppression_factory=suppression_node.factory)
 
 
 def _regroup_spec(node: GraphNode, topology: Topology, readers: dict[str, GraphNode]
