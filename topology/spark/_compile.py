@@ -559,6 +559,11 @@ def _check_time_limit(node: GraphNode, definition: Suppression) -> GraphNode:
     for child in node.children:
         if not isinstance(child.definition, ToStream):
             raise _refuse(child, "after a compiled suppression only to_stream() is supported")
+    if _bounded(definition) and definition.suppressed.buffer_config.bytes_limit is not None:
+        raise _refuse(node, "a time limit's max_bytes bound counts each buffered key's "
+                      "previous table value, which the runner does not keep, so it would "
+                      "emit at other times than a task; bound the buffer with max_records, "
+                      "or run the topology in the ForeachBatchRunner")
     return parent
 
 
