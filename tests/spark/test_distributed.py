@@ -162,35 +162,27 @@ def as_multiset(records: list[Any]) -> Counter[Any]:
 
 # -- drained, the sinks hold the driver's records ----------------------------------------------
 
-# final counts and page lists run on the same records in the kafka_frame test
-@pytest.mark.parametrize(("topology", "rows", "topics"), [
-    (stateless_only, click_rows, ["pages"]),
-    (page_sessions, session_click_rows, ["sessions"]),
-], ids=["stateless-only", "sessions"])
-def test_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path, topology: Any,
-                                                    rows: Any, topics: list[str]) -> None:
-    data = rows(seed=11)
+def test_sessions_from_kafka_schema_files_give_the_driver_records(spark: Any, tmp_path: Path
+                                                                 ) -> None:
+    """Sessions in many key groups, one left 1 ms short of closing by the last click."""
+    data = session_click_rows(seed=11)
     write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
-    topic = data[0][0]
-    out = {t: sinks.memory() for t in topics}
-    runner = DistributedRunner(topology(), sources={topic: stream_of(spark, tmp_path / "in")},
-                               sinks=out, checkpoint_dir=str(tmp_path / "chk"))
-    runner.run_available()
-    for t in topics:
-        expected = driver_records(topology(), data, t)
-        assert len(expected) > 5
-        assert as_multiset(out[t].read_records_to_list()) == as_multiset(expected), t
+    out = sinks.memory()
+    DistributedRunner(page_sessions(), sources={"clicks": stream_of(spark, tmp_path / "in")},
+                      sinks={"sessions": out}, checkpoint_dir=str(tmp_path / "chk")
+                      ).run_available()
+    expected = driver_records(page_sessions(), data, "sessions")
+    assert len(expected) > 5
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
 
 
-@pytest.mark.parametrize(("topology", "topic"), [(final_counts, "counts"),
-                                                  (page_lists, "pages")],
-                         ids=["final-counts", "page-lists"])
 def test_kafka_frames_are_computed_on_the_executors(spark: Any, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch,
-                                                    topology: Any, topic: str) -> None:
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A kafka_frame sink gets a frame Spark computes from the batch: no row reaches the
     driver, no frame is built from driver-side rows, and the rows are the driver's records
-    in Kafka's columns."""
+    in Kafka's columns. (A re-keyed aggregation's records written on the executors: the
+    parquet test.)"""
+    topology, topic = final_counts, "counts"
     data = click_rows(seed=11)
     write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
     data_frame = type(spark.range(1))
@@ -203,8 +195,7 @@ def test_kafka_frames_are_computed_on_the_executors(spark: Any, tmp_path: Path,
 
     runner = DistributedRunner(topology(), sources={"clicks": stream_of(spark, tmp_path / "in")},
                                sinks={topic: sink}, checkpoint_dir=str(tmp_path / "chk"))
-    monkeypatch.setattr(data_frame, "toArrow", forbidden)
-    monkeypatch.setattr(type(spark), "createDataFrame", forbidden)
+    forbid_the_driver(monkeypatch, spark, forbidden)
     runner.run_available()
     monkeypatch.undo()
     expected = driver_records(topology(), data, topic)
@@ -214,13 +205,28 @@ def test_kafka_frames_are_computed_on_the_executors(spark: Any, tmp_path: Path,
     assert runner.metrics()[f"records-out-total{{topic={topic}}}"] == len(expected)
 
 
+def forbid_the_driver(monkeypatch: pytest.MonkeyPatch, spark: Any, forbidden: Any) -> None:
+    """The DataFrame methods that bring a batch's rows to the driver, and building a frame
+    from driver-side rows, raise ``forbidden``; only a parquet sink's tasks' summaries (a
+    file name and a count per task) may be collected."""
+    data_frame = type(spark.range(1))
+    collect = data_frame.collect
+
+    def summaries_only(frame: Any) -> Any:
+        return collect(frame) if frame.columns == ["file", "records"] else forbidden()
+
+    for name in ("toArrow", "toPandas", "toLocalIterator", "take", "head", "tail"):
+        monkeypatch.setattr(data_frame, name, forbidden)
+    monkeypatch.setattr(data_frame, "collect", summaries_only)
+    monkeypatch.setattr(type(spark), "createDataFrame", forbidden)
+
+
 def test_parquet_files_are_written_by_the_executors(spark: Any, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Each of three state partitions' tasks writes its records as a file of the batch: no
     row reaches the driver, and the files hold the driver's records."""
     data = click_rows(seed=12)
     write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
-    data_frame = type(spark.range(1))
 
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the runner collected a batch or built a frame on the driver")
@@ -233,15 +239,15 @@ def test_parquet_files_are_written_by_the_executors(spark: Any, tmp_path: Path,
                                    sinks={"pages": sinks.parquet(tmp_path / "pages")},
                                    checkpoint_dir=str(tmp_path / "chk"))
         with monkeypatch.context() as patched:
-            patched.setattr(data_frame, "toArrow", forbidden)
-            patched.setattr(type(spark), "createDataFrame", forbidden)
+            forbid_the_driver(patched, spark, forbidden)
             runner.run_available()
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
     expected = driver_records(page_lists(), data, "pages")
     assert len(expected) > 5
-    files = [p.name for p in (tmp_path / "pages").glob("batch_id=*/*.parquet")]
-    assert len(files) > len(list((tmp_path / "pages").glob("batch_id=*")))  # several tasks
+    per_batch = [len(list(batch.glob("*.parquet")))
+                 for batch in (tmp_path / "pages").glob("batch_id=*")]
+    assert max(per_batch) == 3  # a file from each state partition's task
     table = pq.read_table(tmp_path / "pages")
     written = zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
                   table.column("timestamp").cast("int64").to_pylist(), strict=True)  # ms
@@ -249,19 +255,6 @@ def test_parquet_files_are_written_by_the_executors(spark: Any, tmp_path: Path,
                    for k, v, ts in written) == Counter((r.key, r.value, r.timestamp)
                                                        for r in expected)
     assert runner.metrics()["records-out-total{topic=pages}"] == len(expected)
-
-
-def concatenated() -> Topology:
-    """A windowed reduce (Python per record in Spark), in arrival order."""
-    b = StreamsBuilder()
-    (b.stream("clicks", Consumed(key_serde=S, value_serde=S))
-     .group_by_key()
-     .windowed_by(TimeWindows.of_size_and_grace(100, 20))
-     .reduce(lambda pages, page: pages + page)
-     .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
-     .to_stream()
-     .to("counts"))
-    return b.build()
 
 
 def driver_metrics(topology: Topology, rows: list[Row]) -> dict[str, float]:
@@ -274,10 +267,11 @@ def drops(metrics: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if k.startswith("dropped-records-total") and v}
 
 
-@pytest.mark.parametrize("topology", [final_counts, concatenated], ids=["count", "reduce"])
-def test_metrics_count_late_and_null_key_records_as_the_driver(
-        spark: Any, tmp_path: Path, topology: Any) -> None:
-    """A record behind its partition's stream time and a null key."""
+def test_metrics_count_late_and_null_key_records_as_the_driver(spark: Any, tmp_path: Path
+                                                                ) -> None:
+    """A record behind its partition's stream time and a null key. (A reduce's drops: the
+    harness properties of test_distributed_aggregations.py.)"""
+    topology = final_counts
     first, second, third = batches(click_rows(seed=5), 3)
     late = [("clicks", b"user-1", b"/late", 5), ("clicks", None, b"/none", third[0][3])]
     parts = [first, second, [*late, *third]]
@@ -299,10 +293,11 @@ def test_metrics_count_late_and_null_key_records_as_the_driver(
         len(expected)
 
 
-def test_custom_columns_and_a_restart_on_the_checkpoint(spark: Any, tmp_path: Path) -> None:
-    """Typed columns (string key, epoch-ms bigint); a second run resumes, adding only new."""
+def test_custom_columns_of_spark_types(spark: Any, tmp_path: Path) -> None:
+    """Typed columns (string key, epoch-ms bigint) over two files; a runner built again on
+    the local checkpoint starts from the totals kept there. (A restart's records: the
+    metrics test of test_distributed_sources.py, on a file: URI.)"""
     data = click_rows(seed=5)
-    first, second = data[:120], data[120:]
 
     def table(part: list[Row]) -> pa.Table:
         return pa.table({"user": [r[1].decode() for r in part],
@@ -310,22 +305,21 @@ def test_custom_columns_and_a_restart_on_the_checkpoint(spark: Any, tmp_path: Pa
                          "ms": pa.array([r[3] for r in part], pa.int64())})
 
     folder = tmp_path / "in"
-    write_parquet(folder, [table(first)])
-    columns = Columns(key="user", value="page", timestamp="ms")
+    write_parquet(folder, [table(data[:120]), table(data[120:])])
     counts = sinks.memory()
-    DistributedRunner(final_counts(), sources={"clicks": stream_of(spark, folder)},
-                      sinks={"counts": counts}, checkpoint_dir=str(tmp_path / "chk"),
-                      columns=columns).run_available()
-    staged = tmp_path / ".late.parquet"
-    pq.write_table(table(second), staged)
-    os.utime(staged, (1_000_010, 1_000_010))
-    os.rename(staged, folder / "part-9.parquet")
-    DistributedRunner(final_counts(), sources={"clicks": stream_of(spark, folder)},
-                      sinks={"counts": counts}, checkpoint_dir=str(tmp_path / "chk"),
-                      columns=columns).run_available()
+
+    def runner() -> DistributedRunner:
+        return DistributedRunner(final_counts(), sources={"clicks": stream_of(spark, folder)},
+                                 sinks={"counts": counts}, checkpoint_dir=str(tmp_path / "chk"),
+                                 columns=Columns(key="user", value="page", timestamp="ms"))
+
+    first = runner()
+    first.run_available()
     got = counts.read_records_to_list()
     assert all(type(r.key) is Windowed and type(r.key.key) is str for r in got)
     assert as_multiset(got) == as_multiset(driver_records(final_counts(), data, "counts"))
+    assert first.metrics()["records-in-total"] == len(data)
+    assert runner().metrics() == first.metrics()
 
 
 def test_stateless_steps_a_reduce_and_a_branch_into_parquet_and_callable_sinks(
@@ -377,38 +371,6 @@ def level_rows(seed: int, n: int = 300) -> list[Row]:
     return rows
 
 
-def _rate_limited(spark: Any, tmp_path: Path, parts: list[list[Row]]) -> tuple[Any, Any]:
-    """The rate-limited levels run by a DistributedRunner over one file per part."""
-    write_parquet(tmp_path / "in", [kafka_table(part) for part in parts])
-    out = sinks.memory()
-    runner = DistributedRunner(rate_limited_levels(),
-                               sources={"levels": stream_of(spark, tmp_path / "in")},
-                               sinks={"levels-limited": out},
-                               checkpoint_dir=str(tmp_path / "chk"))
-    runner.run_available()
-    return runner, out
-
-
-def test_a_time_limited_table_in_batched_processors(rocksdb_state: Any, tmp_path: Path
-                                                    ) -> None:
-    """Three micro-batches: a record with a null key in the first, which the table drops and
-    counts, as the driver does; two records in the third far behind the stream time of the
-    first, which Spark does not drop (the processors keep their partitions' times): they are
-    buffered as the driver buffers them."""
-    first, second, third = batches(level_rows(seed=4), 3)
-    null_key = ("levels", None, L.serialize(7), first[50][3])
-    late = [("levels", b"sensor-1", first[0][2], 3), ("levels", b"sensor-2", first[0][2], 5)]
-    parts = [[*first[:50], null_key, *first[50:]], second, [*late, *third]]
-    data = [r for part in parts for r in part]
-    runner, out = _rate_limited(rocksdb_state, tmp_path, parts)
-    expected = driver_records(rate_limited_levels(), data, "levels-limited")
-    assert len(expected) > 20 and any(r.value is None for r in expected)
-    assert {(r.key, r.timestamp) for r in expected} >= {("sensor-1", 3), ("sensor-2", 5)}
-    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
-    assert drops(runner.metrics()) == drops(driver_metrics(rate_limited_levels(), data)) == {
-        "dropped-records-total": 1.0, "dropped-records-total{reason=null-key}": 1.0}
-
-
 def converted_payments(grace: int | None = None, retention: int = 400) -> Topology:
     """Payments re-keyed to their currency, left-joined as of their time with a versioned
     table (an inner join runs before the windows of converted_totals)."""
@@ -456,24 +418,25 @@ def run_join(spark: Any, tmp_path: Path, topology: Topology,
 
 def test_a_left_as_of_join_with_grace_gives_the_driver_records_and_drops(
         rocksdb_state: Any, tmp_path: Path) -> None:
-    """Payments joined as of their time, held back 150 ms for late rates, some with no rate;
-    a rate with a null key and one older than the history retention are dropped, and the
-    drops reach the runner's metrics. (Joins without grace, inner joins and out-of-order
+    """Payments joined as of their time, held back 150 ms for late rates, some with no rate,
+    the payments and rates in one DataFrame (as one Kafka source of both topics); a rate
+    with a null key and one older than the history retention are dropped, and the drops
+    reach the runner's metrics. (Joins without grace, inner joins and out-of-order
     rates run through the join's processor without Spark: test_join_buckets.py.)"""
     grace = 150
     rows = sorted(rate_rows(seed=7) + payment_rows(seed=8, n=120), key=lambda r: r[3])
     first, second = join_case(rows, 2)
     dropped: list[Row] = [("rates", None, b"1.0", second[0][0][3]), ("rates", b"EUR", b"1.0", 0)]
     parts = [first, ([*dropped, *second[0]], second[1])]
-    write_parquet(tmp_path / "rates", [kafka_table(r) for r, _ in parts])
-    write_parquet(tmp_path / "payments", [kafka_table(p) for _, p in parts])
+    write_parquet(tmp_path / "both", [kafka_table([*r, *p]) for r, p in parts])
     out = sinks.memory()
-    runner = DistributedRunner(
-        converted_payments(grace),
-        sources={"rates": stream_of(rocksdb_state, tmp_path / "rates"),
-                 "payments": stream_of(rocksdb_state, tmp_path / "payments")},
-        sinks={"converted": out}, checkpoint_dir=str(tmp_path / "chk"))
+    runner = DistributedRunner(converted_payments(grace),
+                               sources=stream_of(rocksdb_state, tmp_path / "both"),
+                               sinks={"converted": out}, checkpoint_dir=str(tmp_path / "chk"))
     runner.run_available()
+    progress = runner.query.recentProgress  # one DataFrame of both topics, each row read once
+    assert {len(p.sources) for p in progress} == {1}
+    assert sum(p.numInputRows for p in progress) == len(rows) + len(dropped)
     early, late = batches(rows, 2)
     data = [*early, *dropped, *late]  # in timestamp order but for the two dropped rates
     with TopologyTestDriver(converted_payments(grace)) as driver:
@@ -558,42 +521,6 @@ def test_table_updates_before_out_of_order_payments(rocksdb_state: Any, tmp_path
     assert any(r.value[1] is None for r in expected) and \
         any(r.value[1] is not None for r in expected)
     assert as_multiset(got) == as_multiset(expected)
-
-
-def test_a_bounded_time_limit_runs_in_one_bucket_as_the_driver(rocksdb_state: Any,
-                                                              tmp_path: Path) -> None:
-    """max_records(3), emit early: the bound is the whole buffer's, as in a task."""
-    data = level_rows(seed=9, n=150)
-    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 2)])
-    topology = rate_limited_levels(BufferConfig.max_records(3).emit_early_when_full())
-    out = sinks.memory()
-    DistributedRunner(topology, sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
-                      sinks={"levels-limited": out},
-                      checkpoint_dir=str(tmp_path / "chk")).run_available()
-    expected = driver_records(rate_limited_levels(BufferConfig.max_records(3)
-                                                  .emit_early_when_full()),
-                              data, "levels-limited")
-    unbounded = driver_records(rate_limited_levels(), data, "levels-limited")
-    assert len(expected) > len(unbounded)  # the bound emitted keys early
-    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)
-
-
-def test_a_full_buffer_that_shuts_down_fails_the_query(rocksdb_state: Any, tmp_path: Path
-                                                      ) -> None:
-    data = level_rows(seed=9, n=40)
-    write_parquet(tmp_path / "in", [kafka_table(data)])
-    topology = rate_limited_levels(BufferConfig.max_records(3).shut_down_when_full())
-    with TopologyTestDriver(topology) as driver, pytest.raises(Exception) as in_driver:
-        levels = driver.create_input_topic("levels", Serdes.bytes(), Serdes.bytes())
-        for _, key, value, ts in data:
-            levels.pipe_input(key, value, timestamp=ts)
-    runner = DistributedRunner(topology,
-                               sources={"levels": stream_of(rocksdb_state, tmp_path / "in")},
-                               sinks={"levels-limited": sinks.memory()},
-                               checkpoint_dir=str(tmp_path / "chk"))
-    with pytest.raises(Exception) as in_spark:
-        runner.run_available()
-    assert str(in_driver.value).splitlines()[0][:60] in str(in_spark.value)
 
 
 def test_a_time_limit_needs_the_rocksdb_state_store(default_state_store: Any,
@@ -716,11 +643,16 @@ def _two_aggregations() -> Topology:
     (_join_after_window, "KSTREAM-JOIN-0000000008", "one stateful aggregation or join"),
     (_time_limit_and_window, "KSTREAM-AGGREGATE-0000000", "one stateful aggregation"),
     (_idle_close, "KTABLE-SUPPRESS-0000000003", "idle close"),
+    (lambda: rate_limited_levels(BufferConfig.max_bytes(500).emit_early_when_full()),
+     "KTABLE-SUPPRESS-0000000003", "previous table value"),
+    (lambda: rate_limited_levels(BufferConfig.max_records(9).with_max_bytes(500)
+                                 .shut_down_when_full()),
+     "KTABLE-SUPPRESS-0000000003", "bound the buffer with max_records"),
 ], ids=["filter-after-count", "late-records-topic", "join-without-history",
         "versioned-table-read-twice", "two-joins",
         "two-aggregations", "window-beside-join",
         "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window",
-        "idle-close"])
+        "idle-close", "time-limit-bytes", "time-limit-records-and-bytes"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:
     with pytest.raises(UnsupportedTopologyError) as refused:
@@ -757,15 +689,23 @@ def test_sources_and_sinks_must_match_the_topology(spark: Any, tmp_path: Path) -
 
 
 def test_start_names_the_query_and_passes_writer_options(spark: Any, tmp_path: Path) -> None:
+    """Stateless steps only (one mapInArrow per source and the sinks) over three files: the
+    driver's records. The writer options reach Spark: async progress tracking, which Spark
+    refuses for the runner's sink, fails the query; a checkpoint location is refused."""
     data = click_rows(seed=3)
-    write_parquet(tmp_path / "in", [kafka_table(data)])
+    write_parquet(tmp_path / "in", [kafka_table(part) for part in batches(data, 3)])
     out = sinks.memory()
     runner = DistributedRunner(stateless_only(), sources={"clicks": stream_of(spark,
                                                                               tmp_path / "in")},
                                sinks={"pages": out}, checkpoint_dir=str(tmp_path / "chk"))
     with pytest.raises(ValueError, match="checkpoint_dir"):
         runner.start(options={"checkpointLocation": str(tmp_path / "other")})
+    with pytest.raises(Exception, match="does not support async progress tracking"):
+        runner.run_available("pages-of-clicks", {"asyncProgressTrackingEnabled": "true"})
+    assert out.queue_size() == 0
     runner.run_available("pages-of-clicks", {"asyncProgressTrackingEnabled": "false"})
     assert runner.query.name == "pages-of-clicks"
     assert runner.query.lastProgress["name"] == "pages-of-clicks"
-    assert out.queue_size() == len(driver_records(stateless_only(), data, "pages"))
+    expected = driver_records(stateless_only(), data, "pages")
+    assert len(expected) > 5
+    assert as_multiset(out.read_records_to_list()) == as_multiset(expected)

@@ -49,15 +49,14 @@ UNBOUNDED = BufferConfig.unbounded()
 
 
 def _windows(windows: str) -> Any:
-    if windows == "none":
-        return None
-    if windows == "sliding":
-        return SlidingWindows.of_time_difference_and_grace(D, GRACE)
-    if windows == "tumbling":
-        return TimeWindows.of_size_and_grace(D, GRACE)
-    if windows == "hopping":
-        return TimeWindows.of_size_and_grace(D, GRACE).advance_by(D // 4)
-    return SessionWindows.of_inactivity_gap_and_grace(D // 2, GRACE)
+    """The windows named (``"none"``: no windows); an unknown name raises ``KeyError``."""
+    return {
+        "none": lambda: None,
+        "sliding": lambda: SlidingWindows.of_time_difference_and_grace(D, GRACE),
+        "tumbling": lambda: TimeWindows.of_size_and_grace(D, GRACE),
+        "hopping": lambda: TimeWindows.of_size_and_grace(D, GRACE).advance_by(D // 4),
+        "session": lambda: SessionWindows.of_inactivity_gap_and_grace(D // 2, GRACE),
+    }[windows]()
 
 
 def windowed_clicks(kind: str, windows: str = "sliding", buffer: Any = UNBOUNDED,
@@ -254,10 +253,13 @@ def test_a_full_buffer_stops_the_bucket_as_it_stops_the_driver() -> None:
 
 def test_a_bounded_buffer_on_spark_gives_the_driver_records(rocksdb_state: Any,
                                                             tmp_path: Path) -> None:
-    """A bound the clicks never reach: the driver's final results, from one bucket."""
+    """A bound the clicks never reach, compiled to one bucket: the driver's final results
+    (that the bound holds on Spark: test_a_full_buffer_fails_the_query)."""
     windows = "session"
     data = click_rows(seed=11)
     bound = BufferConfig.max_records(50).shut_down_when_full()
+    spec = compile_topology(windowed_clicks("aggregate", windows, bound)).batched
+    assert spec is not None and buckets(spec) == 1
     got, runner = run(rocksdb_state, tmp_path, windowed_clicks("aggregate", windows, bound),
                       [list(p) for p in batches(data, 3)])
     expected = driver_records(windowed_clicks("aggregate", windows, bound), data, "out")
@@ -339,7 +341,7 @@ def test_running_totals_are_a_row_of_state_per_key() -> None:
     assert decode(rows.entries[(b"c",)][0]) == ("c", 1, 10)
 
 
-@pytest.mark.parametrize("windows", ["time", "session", "sliding"])
+@pytest.mark.parametrize("windows", ["tumbling", "hopping", "session", "sliding"])
 def test_windowed_aggregations_keep_no_rows_per_key(windows: str) -> None:
     """Windows expire: they stay in the group's value, beside the buffer; no map state."""
     from topology.spark._aggregations import BatchedAggregationProcessor

@@ -46,7 +46,7 @@ from .test_distributed import (
     stream_of,
     write_parquet,
 )
-from .test_distributed_aggregations import SUPPRESSIONS, _windows, windowed_clicks
+from .test_distributed_aggregations import SUPPRESSIONS, _windows, outcome, windowed_clicks
 from .test_distributed_sources import merged_counts
 from .test_distributed_table_aggregations import balances
 
@@ -153,12 +153,51 @@ def test_aggregations_give_one_driver_per_partition(batches: list[list[Piece]], 
         per_partition_drivers(make, batches, "out")
 
 
-@settings(max_examples=examples(40), deadline=None)
-@given(batches=partitioned("levels", (LEVEL(3), LEVEL(-7), None)), seed=st.integers(0, 3))
-def test_time_limits_give_one_driver_per_partition(batches: list[list[Piece]], seed: int
-                                                   ) -> None:
-    assert runner_output(rate_limited_levels, batches, "levels-limited", seed) == \
-        per_partition_drivers(rate_limited_levels, batches, "levels-limited")
+LIMIT_BUFFERS = {
+    "unbounded": None,
+    "records-3-early": BufferConfig.max_records(3).emit_early_when_full(),
+    "records-2-spill": BufferConfig.max_records(2).spill_to_disk_when_full(),
+}
+"""A time limit's buffers: the bound is the partition's whole buffer, as a task's is (a
+byte bound is refused: test_distributed.py)."""
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(batches=partitioned("levels", (LEVEL(3), LEVEL(-7), None)), seed=st.integers(0, 3),
+       buffer=st.sampled_from(sorted(LIMIT_BUFFERS)))
+def test_time_limits_give_one_driver_per_partition(batches: list[list[Piece]], seed: int,
+                                                   buffer: str) -> None:
+    def make() -> Topology:
+        return rate_limited_levels(LIMIT_BUFFERS[buffer])
+
+    assert runner_output(make, batches, "levels-limited", seed) == \
+        per_partition_drivers(make, batches, "levels-limited")
+
+
+def test_a_bound_emits_keys_early_as_the_driver() -> None:
+    """max_records(3), emit early: the bound is the whole buffer's, over every key group."""
+    levels = [("levels", f"s{i % 7}".encode(), LEVEL(i), 10 * i) for i in range(40)]
+    batches = [[(0, levels[:20])], [(0, levels[20:])]]
+
+    def make() -> Topology:
+        return rate_limited_levels(LIMIT_BUFFERS["records-3-early"])
+
+    expected = per_partition_drivers(make, batches, "levels-limited")
+    unbounded, _ = per_partition_drivers(rate_limited_levels, batches, "levels-limited")
+    assert expected[0].total() > unbounded.total()  # the bound emitted keys early
+    assert runner_output(make, batches, "levels-limited", 0) == expected
+
+
+def test_a_full_time_limit_buffer_that_shuts_down_stops_as_the_driver() -> None:
+    levels = [("levels", f"s{i % 7}".encode(), LEVEL(i), 10 * i) for i in range(12)]
+
+    def make() -> Topology:
+        return rate_limited_levels(BufferConfig.max_records(3).shut_down_when_full())
+
+    got = outcome(lambda: runner_output(make, [[(0, levels)]], "levels-limited", 0))
+    expected = outcome(lambda: driver_run(make(), levels, "levels-limited"))
+    assert expected[0] == "full"
+    assert got == expected
 
 
 def test_a_partition_behind_another_is_not_late() -> None:
@@ -233,8 +272,9 @@ def test_topics_in_chunks_of_their_own_read_side_by_side(seed: int) -> None:
 # -- on Spark: one end-to-end run per kind of batched step ------------------------------------
 
 def spark_run(spark: Any, tmp_path: Path, make: Any, batches: list[list[Piece]], topic: str
-              ) -> Counter[Any]:
-    """The runner on Spark, one Parquet file per micro-batch (its partitions' rows mixed)."""
+              ) -> tuple[Counter[Any], Counter[str]]:
+    """The runner on Spark, one Parquet file per micro-batch (its partitions' rows mixed):
+    its records, and its drops by reason from its metrics."""
     write_parquet(tmp_path / "in", [pa.concat_tables([chunk_table(part, p) for p, part in batch])
                                     for batch in batches])
     out = sinks.memory()
@@ -242,7 +282,10 @@ def spark_run(spark: Any, tmp_path: Path, make: Any, batches: list[list[Piece]],
     runner = DistributedRunner(make(), sources={source: stream_of(spark, tmp_path / "in")},
                                sinks={topic: out}, checkpoint_dir=str(tmp_path / "chk"))
     runner.run_available()
-    return Counter((r.key, r.value, r.timestamp) for r in out.read_records_to_list())
+    prefix = "dropped-records-total{reason="
+    drops = Counter({name[len(prefix):-1]: int(n) for name, n in runner.metrics().items()
+                     if name.startswith(prefix) and n})
+    return Counter((r.key, r.value, r.timestamp) for r in out.read_records_to_list()), drops
 
 
 def lagging_partitions(topic: str, value: Any, seed: int) -> list[list[Piece]]:
@@ -266,16 +309,24 @@ def test_final_results_on_spark_give_one_driver_per_partition(rocksdb_state: Any
 
     expected, drops = per_partition_drivers(make, batches, "out")
     assert len(expected) > 20 and drops  # late within a partition, none across them
-    assert spark_run(rocksdb_state, tmp_path, make, batches, "out") == expected
+    assert spark_run(rocksdb_state, tmp_path, make, batches, "out") == (expected, drops)
 
 
 def test_time_limits_on_spark_give_one_driver_per_partition(rocksdb_state: Any,
                                                             tmp_path: Path) -> None:
-    batches = lagging_partitions("levels", lambda rng: LEVEL(rng.randrange(9)), 2)
-    expected, _ = per_partition_drivers(rate_limited_levels, batches, "levels-limited")
-    assert len(expected) > 20
+    """Tombstones among the levels, a null key (dropped and counted), and in the last
+    micro-batch two records of the lagging partition behind its own time and every other's:
+    not dropped, emitted as one driver per partition emits them."""
+    batches = lagging_partitions(
+        "levels", lambda rng: None if rng.random() < 0.1 else LEVEL(rng.randrange(9)), 2)
+    batches[0][0][1].insert(10, ("levels", None, LEVEL(7), batches[0][0][1][10][3]))
+    batches[2][1][1][:0] = [("levels", b"d", LEVEL(1), 3), ("levels", b"e", LEVEL(2), 5)]
+    expected, drops = per_partition_drivers(rate_limited_levels, batches, "levels-limited")
+    assert len(expected) > 20 and any(value is None for _, value, _ in expected)
+    assert {(key, ts) for key, _, ts in expected} >= {("d", 3), ("e", 5)}
+    assert drops == Counter({"null-key": 1})
     assert spark_run(rocksdb_state, tmp_path, rate_limited_levels, batches,
-                     "levels-limited") == expected
+                     "levels-limited") == (expected, drops)
 
 
 # -- several topics of one partition, and a table aggregation's re-key -------------------------
