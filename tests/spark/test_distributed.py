@@ -643,16 +643,11 @@ def _two_aggregations() -> Topology:
     (_join_after_window, "KSTREAM-JOIN-0000000008", "one stateful aggregation or join"),
     (_time_limit_and_window, "KSTREAM-AGGREGATE-0000000", "one stateful aggregation"),
     (_idle_close, "KTABLE-SUPPRESS-0000000003", "idle close"),
-    (lambda: rate_limited_levels(BufferConfig.max_bytes(500).emit_early_when_full()),
-     "KTABLE-SUPPRESS-0000000003", "previous table value"),
-    (lambda: rate_limited_levels(BufferConfig.max_records(9).with_max_bytes(500)
-                                 .shut_down_when_full()),
-     "KTABLE-SUPPRESS-0000000003", "bound the buffer with max_records"),
 ], ids=["filter-after-count", "late-records-topic", "join-without-history",
         "versioned-table-read-twice", "two-joins",
         "two-aggregations", "window-beside-join",
         "window-fed-by-join-and-stream", "join-after-window", "time-limit-and-window",
-        "idle-close", "time-limit-bytes", "time-limit-records-and-bytes"])
+        "idle-close"])
 def test_unsupported_nodes_are_refused_by_name(topology: Any, node: str, why: str,
                                                tmp_path: Path) -> None:
     with pytest.raises(UnsupportedTopologyError) as refused:

@@ -30,14 +30,15 @@ from topology.spark import DistributedRunner, sinks
 from topology.spark._aggregations import AggregationBucket
 from topology.spark._compile import compile_topology
 from topology.spark._join import buckets as join_buckets
-from topology.spark._stages import FRAME
+from topology.spark._stages import FRAME, timed_state
+from topology.spark._time_limit import TimeLimitProcessor
 from topology.spark.columns import plan as column_plan
 from topology.spark.distributed import plan_stage
 from topology.state.codec import encode
 from topology.windows import Window, Windowed
 
-from .harness import KAFKA_SCHEMA, MapState, chunk_table, distributed_run
-from .helpers import Row, batches, driver_run, task_order
+from .harness import KAFKA_SCHEMA, Handle, MapState, ValueState, chunk_table, distributed_run
+from .helpers import Row, batches, driver_run, state_rows, task_order
 from .test_distributed import (
     converted_payments as regrouped_conversions,
 )
@@ -156,10 +157,13 @@ def test_aggregations_give_one_driver_per_partition(batches: list[list[Piece]], 
 LIMIT_BUFFERS = {
     "unbounded": None,
     "records-3-early": BufferConfig.max_records(3).emit_early_when_full(),
+    "bytes-120-early": BufferConfig.max_bytes(120).emit_early_when_full(),
+    "records-4-bytes-150-early": BufferConfig.max_records(4).with_max_bytes(150)
+    .emit_early_when_full(),
     "records-2-spill": BufferConfig.max_records(2).spill_to_disk_when_full(),
 }
-"""A time limit's buffers: the bound is the partition's whole buffer, as a task's is (a
-byte bound is refused: test_distributed.py)."""
+"""A time limit's buffers: the bound is the partition's whole buffer, as a task's is; a
+byte bound counts each change's old value, the key's previous one in the table."""
 
 
 @settings(max_examples=examples(60), deadline=None)
@@ -186,6 +190,72 @@ def test_a_bound_emits_keys_early_as_the_driver() -> None:
     unbounded, _ = per_partition_drivers(rate_limited_levels, batches, "levels-limited")
     assert expected[0].total() > unbounded.total()  # the bound emitted keys early
     assert runner_output(make, batches, "levels-limited", 0) == expected
+
+
+def test_a_byte_bound_counts_each_keys_previous_table_value() -> None:
+    """a updated twice, then two deletes: the second update's old value (a's first) takes
+    the buffer over 120 bytes, so a leaves early, in the driver and the runner alike; the
+    table's rows are kept, a row per key, only under a byte bound."""
+    levels = [("levels", b"a", LEVEL(3), 0), ("levels", b"a", LEVEL(3), 0),
+              ("levels", b"b", None, 0), ("levels", b"c", None, 0)]
+    batches = [[(0, levels[:1])], [(0, levels[1:])]]
+    kept: dict[str, Any] = {}
+    for name in ("bytes-120-early", "records-3-early"):
+        plan = compile_topology(rate_limited_levels(LIMIT_BUFFERS[name]))
+        assert plan.limit is not None
+        states: dict[str, Any] = {}
+        processor = TimeLimitProcessor(plan.limit, plan.post)
+        processor.init(Handle(states))
+        kept[name] = states
+
+    def make() -> Topology:
+        return rate_limited_levels(LIMIT_BUFFERS["bytes-120-early"])
+
+    expected = per_partition_drivers(make, batches, "levels-limited")
+    assert expected == (Counter({("a", 30, 0): 1}), Counter())
+    assert runner_output(make, batches, "levels-limited", 0) == expected
+    assert sorted(kept["bytes-120-early"]) == ["buffer", "table"]
+    assert sorted(kept["records-3-early"]) == ["buffer"]
+
+
+def rate_limited_ints(config: Any) -> Topology:
+    """A table of 4-byte ints (whose bytes are not the fallback's), time-limited to 50 ms."""
+    b = StreamsBuilder()
+    (b.table("levels", Consumed(key_serde=Serdes.string(), value_serde=Serdes.integer()))
+     .suppress(Suppressed.until_time_limit(50, config))
+     .to_stream()
+     .to("levels-limited"))
+    return b.build()
+
+
+INT = Serdes.integer().serialize
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(batches=partitioned("levels", (INT(3), INT(-7), None)), seed=st.integers(0, 3),
+       bound=st.sampled_from([60, 90, 120, 200]))
+def test_a_byte_bound_sizes_values_with_the_tables_serde(batches: list[list[Piece]],
+                                                        seed: int, bound: int) -> None:
+    def make() -> Topology:
+        return rate_limited_ints(BufferConfig.max_bytes(bound).emit_early_when_full())
+
+    assert runner_output(make, batches, "levels-limited", seed) == \
+        per_partition_drivers(make, batches, "levels-limited")
+
+
+def test_a_buffer_written_before_old_values_were_kept_is_read() -> None:
+    """Its entries had no old value (the runner knew none): each is read back with its prior
+    as its old value."""
+    plan = compile_topology(rate_limited_levels(LIMIT_BUFFERS["bytes-120-early"]))
+    assert plan.limit is not None
+    buffer = ValueState()
+    buffer.update((timed_state(12, [(10, "a", 3, None, (10, -1, "levels", 0, ()))]),))
+    processor = TimeLimitProcessor(plan.limit, plan.post)
+    processor.init(Handle({"buffer": buffer}))
+    engine, _ = processor._restore()
+    assert engine.stream_time == 12
+    assert [(e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in engine.buffer] \
+        == [(10, "a", 3, None, None, (10, -1, "levels", 0, ()))]
 
 
 def test_a_full_time_limit_buffer_that_shuts_down_stops_as_the_driver() -> None:
@@ -314,19 +384,33 @@ def test_final_results_on_spark_give_one_driver_per_partition(rocksdb_state: Any
 
 def test_time_limits_on_spark_give_one_driver_per_partition(rocksdb_state: Any,
                                                             tmp_path: Path) -> None:
-    """Tombstones among the levels, a null key (dropped and counted), and in the last
-    micro-batch two records of the lagging partition behind its own time and every other's:
-    not dropped, emitted as one driver per partition emits them."""
+    """A buffer of 150 bytes emitting early, each partition's its own; tombstones among the
+    levels, a null key (dropped and counted), and in the last micro-batch two records of the
+    lagging partition behind its own time and every other's: not dropped, emitted as one
+    driver per partition emits them. The table's rows are Spark's state, a row per key and
+    partition that still has a value."""
     batches = lagging_partitions(
         "levels", lambda rng: None if rng.random() < 0.1 else LEVEL(rng.randrange(9)), 2)
     batches[0][0][1].insert(10, ("levels", None, LEVEL(7), batches[0][0][1][10][3]))
     batches[2][1][1][:0] = [("levels", b"d", LEVEL(1), 3), ("levels", b"e", LEVEL(2), 5)]
-    expected, drops = per_partition_drivers(rate_limited_levels, batches, "levels-limited")
-    assert len(expected) > 20 and any(value is None for _, value, _ in expected)
+
+    def make() -> Topology:
+        return rate_limited_levels(BufferConfig.max_bytes(150).emit_early_when_full())
+
+    expected, drops = per_partition_drivers(make, batches, "levels-limited")
+    unbounded, _ = per_partition_drivers(rate_limited_levels, batches, "levels-limited")
+    assert expected.total() > unbounded.total()  # the bound emitted keys early
+    assert any(value is None for _, value, _ in expected)
     assert {(key, ts) for key, _, ts in expected} >= {("d", 3), ("e", 5)}
     assert drops == Counter({"null-key": 1})
-    assert spark_run(rocksdb_state, tmp_path, rate_limited_levels, batches,
-                     "levels-limited") == (expected, drops)
+    assert spark_run(rocksdb_state, tmp_path, make, batches, "levels-limited") == \
+        (expected, drops)
+    latest: dict[tuple[int, bytes], bytes | None] = {}
+    for batch in batches:
+        for p, part in batch:
+            latest.update(((p, key), value) for _, key, value, _ in part if key is not None)
+    assert sorted(state_rows(rocksdb_state, tmp_path / "chk", 0, "table")) == sorted(
+        key for (_, key), value in latest.items() if value is not None)
 
 
 # -- several topics of one partition, and a table aggregation's re-key -------------------------
@@ -445,8 +529,6 @@ def test_a_join_with_grace_keeps_a_grace_buffer_per_partition(rocksdb_state: Any
 
 def test_join_state_of_an_earlier_release_is_refused() -> None:
     from topology.spark._join import AsOfJoinProcessor
-
-    from .harness import Handle, ValueState
 
     plan = compile_topology(keyed_conversions())
     assert plan.join is not None and plan.joined is not None

@@ -140,10 +140,20 @@ class TimeLimitSpec:
     delay_ms: int
     key_serializer: Callable[[Any], bytes | None]
     """The suppression's key bytes: its eviction order, and the bucket of a key."""
-    buffer_config: Any = None
+    value_serializer: Callable[[Any], bytes | None]
+    """The suppression's value bytes (the table's value serde): a ``max_bytes`` bound
+    counts them."""
+    buffer_config: Any
     """A bounded buffer's config (``max_records``/``max_bytes``, emit early or shut down);
     ``None``: unbounded (a spilling buffer's output is the unbounded one). A bounded buffer
     runs in one bucket, where the bound is the task's."""
+    table: str
+    """The table source node: with a ``max_bytes`` bound its processor runs ahead of the
+    suppression, which counts each change's old value, as in a task."""
+    table_factory: Callable[[], InternalProcessor]
+    store: str
+    store_factory: Callable[[], Any]
+    """Builds the table's (in-memory) key-value store, as the test driver does."""
 
 
 @dataclass(frozen=True)
@@ -382,9 +392,12 @@ def compile_topology(topology: Topology) -> Plan:
                     exits = {regroup.table: AGGREGATION}
         elif isinstance(definition, Suppression) and not definition.suppressed.final_results:
             stateful = _check_time_limit(node, definition)
+            store = _store(topology, stateful.stores[0])
             limit = TimeLimitSpec(node.name, definition.delay_ms, definition.key_serializer,
+                                  definition.value_serializer,
                                   definition.suppressed.buffer_config if _bounded(definition)
-                                  else None)
+                                  else None, stateful.name, stateful.factory, store.name,
+                                  store.factory)
             to_streams = list(node.children)
         elif isinstance(definition, StreamTableJoin):
             table = _check_join(node, topology)
@@ -559,11 +572,6 @@ def _check_time_limit(node: GraphNode, definition: Suppression) -> GraphNode:
     for child in node.children:
         if not isinstance(child.definition, ToStream):
             raise _refuse(child, "after a compiled suppression only to_stream() is supported")
-    if _bounded(definition) and definition.suppressed.buffer_config.bytes_limit is not None:
-        raise _refuse(node, "a time limit's max_bytes bound counts each buffered key's "
-                      "previous table value, which the runner does not keep, so it would "
-                      "emit at other times than a task; bound the buffer with max_records, "
-                      "or run the topology in the ForeachBatchRunner")
     return parent
 
 

@@ -20,6 +20,13 @@ learns from its partition's ticks even without a record of its own, so the keys 
 leave in that micro-batch. The processor runs without a time mode: no timers, and Spark's
 watermark drops none of its input (a record behind its partition's time is buffered as a
 task buffers it).
+
+A ``max_bytes`` bound counts each buffered change's old value, the key's previous value in
+the table, as a task's buffer does: with such a bound the table's own processor runs ahead
+of the suppression, over the table's rows, a row of Spark's state per key (see
+:class:`~topology.spark._stages.FiledRows`: a call reads and writes the rows its records
+name). Without one the old values change nothing the suppression emits, and no rows are
+kept.
 """
 
 from __future__ import annotations
@@ -36,11 +43,15 @@ from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 
 from .._key_identity import key_identity
-from ..serde import fallback_value_bytes
+from ..runtime.processor import Entry
 from ._compile import ChainSpec, TimeLimitSpec
 from ._stages import (
     BUCKETS,
+    ROW_KEY,
+    ROW_VALUE,
+    BucketHost,
     Chain,
+    FiledRows,
     load_state,
     outputs_frame,
     save_state,
@@ -49,7 +60,7 @@ from ._stages import (
     unpacked,
 )
 
-__all__ = ("BUCKETS", "TimeLimitProcessor", "buckets")
+__all__ = ("BUCKETS", "TimeLimitProcessor", "buckets", "keeps_table")
 
 
 def buckets(spec: TimeLimitSpec) -> int:
@@ -59,6 +70,14 @@ def buckets(spec: TimeLimitSpec) -> int:
     task, so a bounded buffer is not split.
     """
     return 1 if spec.buffer_config is not None else BUCKETS
+
+
+def keeps_table(spec: TimeLimitSpec) -> bool:
+    """Whether the suppression needs the table's rows.
+
+    A ``max_bytes`` bound counts each change's old value (see the module docstring).
+    """
+    return spec.buffer_config is not None and spec.buffer_config.bytes_limit is not None
 
 
 _STATE = StructType([StructField("buffer", BinaryType())])
@@ -72,8 +91,10 @@ class TimeLimitProcessor(StatefulProcessor):
         self._post = post
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Open the group's state: stream time and buffer."""
+        """Open the group's state: stream time and buffer (and the table's rows)."""
         self._buffer = handle.getValueState("buffer", _STATE)
+        self._rows = handle.getMapState("table", ROW_KEY, ROW_VALUE) \
+            if keeps_table(self._spec) else None
 
     def _restore(self) -> tuple[SuppressProcessor, Chain]:
         chain = Chain(self._post)
@@ -82,13 +103,37 @@ class TimeLimitProcessor(StatefulProcessor):
             spec.name, Suppressed.until_time_limit(spec.delay_ms, spec.buffer_config
                                                    or BufferConfig.unbounded()),
             spec.delay_ms, lambda key, new, old, ctx: chain.feed_change(key, new, ctx),
-            spec.key_serializer, fallback_value_bytes,  # type: ignore[arg-type]
+            spec.key_serializer, spec.value_serializer,  # type: ignore[arg-type]
             key_identity=key_identity(spec.key_serializer))
         stream_time, entries = time_and_state(load_state(self._buffer), spec.name)
-        for time, key, new, prior, ctx in entries or ():
-            engine.buffer.put(time, key, new, prior, RecordContext(*ctx))
+        buffer = engine.buffer
+        for entry in entries or ():
+            if len(entry) == 5:  # written before old values were kept: all None then
+                time, key, new, prior, ctx = entry
+                old = prior
+            else:
+                time, key, new, old, prior, ctx = entry
+            context = RecordContext(*ctx)
+            buffer.put(time, key, new, prior, context)  # a new entry: its prior
+            buffer.put(time, key, new, old, context)  # then its latest change
         engine.advance_stream_time(stream_time)
         return engine, chain
+
+    def _table(self, engine: SuppressProcessor) -> tuple[Any, FiledRows]:
+        """The table's processor, feeding ``engine`` its changes, over the group's rows.
+
+        Its records have keys (the stage before drops null keys and counts them), so the
+        table drops nothing here.
+        """
+        spec = self._spec
+        host = BucketHost(spec.store, spec.store_factory)
+        rows = FiledRows(host.stores[spec.store], spec.key_serializer, self._rows)
+        table: Any = spec.table_factory()
+        table.name = spec.table
+        table.init(host)
+        change = engine.process_change
+        table.connect([Entry(_no_record, change, change)])
+        return table, rows
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
                         timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N803
@@ -101,17 +146,31 @@ class TimeLimitProcessor(StatefulProcessor):
         """
         records, time, _ = unpacked(rows)
         engine, chain = self._restore()
-        advance, process = engine.advance_stream_time, engine.process_change
-        for k, v, ts, h, _, st, topic in records:
-            advance(st)
-            process(k, v, None, RecordContext(ts, -1, topic, 0, h))
+        advance = engine.advance_stream_time
+        if self._rows is None:
+            process = engine.process_change
+            for k, v, ts, h, _, st, topic in records:
+                advance(st)
+                process(k, v, None, RecordContext(ts, -1, topic, 0, h))
+        else:
+            table, kept = self._table(engine)
+            for k, v, ts, h, _, st, topic in records:
+                advance(st)
+                kept.open(k)
+                table.process(k, v, RecordContext(ts, -1, topic, 0, h))
+            kept.save()
         advance(time)
-        entries = [(e.time, e.key, e.new, e.prior, tuple(e.context)) for e in engine.buffer]
+        entries = [(e.time, e.key, e.new, e.old, e.prior, tuple(e.context))
+                   for e in engine.buffer]
         save_state(self._buffer, timed_state(engine.stream_time, entries or None))
         yield _pandas(chain)
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
+    raise TypeError("the table forwards changes, not records")
 
 
 def _pandas(chain: Chain) -> pd.DataFrame:
