@@ -50,7 +50,6 @@ from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 from suppress.time import is_window_closed
 
-from ..runtime.processor import Entry
 from ..runtime.processors.suppress import SuppressNodeProcessor
 from ..windows import Window, Windowed
 from ._compile import BatchedAggregationSpec, ChainSpec
@@ -62,10 +61,13 @@ from ._stages import (
     Chain,
     FiledRows,
     Out,
+    buffered,
+    changes_only,
     drop_counts,
     drop_frame,
     load_state,
     outputs_frame,
+    rebuffer,
     save_state,
     time_and_state,
     timed_state,
@@ -105,7 +107,7 @@ class AggregationBucket:
         def to_post(key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
             chain.feed_change(key, new, ctx)
 
-        post_entry = Entry(_no_record, to_post, to_post)
+        post_entry = changes_only(to_post)
         self._store = host.stores[spec.store]
         aggregate: Any = spec.factory()
         aggregate.name = spec.name
@@ -119,26 +121,21 @@ class AggregationBucket:
             suppression.init(host)  # type: ignore[arg-type]  # what it reads of a task
             suppression.connect([post_entry])
             change = suppression.change_entry()
-            aggregate.connect([Entry(_no_record, change, change)])
+            aggregate.connect([changes_only(change)])
             suppression.take_changes_from(aggregate)
             self.engine = suppression.engine
         self._windowed = spec.kind != "none"
         self.stream_time, kept = time_and_state(state, spec.name)
-        held, buffered = (None, []) if kept is None else kept
+        held, kept_entries = (None, []) if kept is None else kept
         self._rows = None if self._windowed else FiledRows(self._store, spec.key_serializer,
                                                           rows)
         """Without windows: each key's aggregate, a row of its own (see the module docstring)."""
         if self._windowed and held is not None:
             self._restore(held)
-        if self.engine is not None:
-            buffer = self.engine.buffer
-            for time, key, new, old, prior, ctx in buffered:
-                context = RecordContext(*ctx)
-                buffer.put(time, key, new, prior, context)  # a new entry: its prior
-                buffer.put(time, key, new, old, context)  # then its latest change
         if self._windowed:
             aggregate.stream_time = self.stream_time
         if self.engine is not None:
+            rebuffer(self.engine.buffer, kept_entries)
             self.engine.advance_stream_time(self.stream_time)
 
     def _restore(self, held: list[tuple[Any, ...]]) -> None:
@@ -184,9 +181,8 @@ class AggregationBucket:
             held = self._windows()
         else:
             self._rows.save()
-        buffered = [] if self.engine is None else [
-            (e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in self.engine.buffer]
-        return timed_state(self.stream_time, (held, buffered) if held or buffered else None)
+        entries = [] if self.engine is None else buffered(self.engine.buffer)
+        return timed_state(self.stream_time, (held, entries) if held or entries else None)
 
     def _windows(self) -> list[tuple[Any, ...]]:
         """The windows a record may still update, as :meth:`_restore` takes them back."""
@@ -241,10 +237,6 @@ def _keeps(spec: BatchedAggregationSpec, stream_time: int) -> Callable[[Window],
         return lambda window: not is_window_closed(window.end + 1, delay, stream_time)
     oldest = stream_time - spec.grace_ms - 3 * spec.span_ms - 1
     return lambda window: window.start >= oldest
-
-
-def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
-    raise TypeError("the aggregation forwards changes, not records")
 
 
 class BatchedAggregationProcessor(StatefulProcessor):

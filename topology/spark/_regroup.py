@@ -40,6 +40,7 @@ from ._stages import (
     BucketHost,
     FiledRows,
     bucket_of,
+    changes_only,
     drop_counts,
     drop_frame,
     earlier_form,
@@ -89,7 +90,7 @@ class Regrouping:
         def change(key: Any, new: Any, old: Any, ctx: RecordContext) -> None:
             changes((key, Change(new, old), ctx))
 
-        select.connect([Entry(_no_record, change, change)])
+        select.connect([changes_only(change)])
         table.connect([Entry(select.record_entry(), select.change_entry(),
                              select.stale_entry())])
         self._table = table
@@ -110,10 +111,6 @@ class Regrouping:
     def save(self) -> None:
         """Write the rows the call changed (see :class:`~topology.spark._stages.FiledRows`)."""
         self._rows.save()
-
-
-def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
-    raise TypeError("the group_by node forwards changes, not records")
 
 
 class RegroupProcessor(StatefulProcessor):

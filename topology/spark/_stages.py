@@ -39,10 +39,10 @@ from .columns import BatchPlan
 
 __all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "MAX_SOURCES",
            "MAX_SPARK_PARTITIONS", "ROW_KEY", "ROW_VALUE", "BucketHost", "Chain", "FiledRows",
-           "bucket_of", "chunk_of", "drop_counts", "drop_frame", "earlier_form", "frame", "group",
-           "load_state", "outputs_frame", "pack_rows", "packed_frame", "pre_stage",
-           "records_of_frame", "save_state", "tick_rows", "time_and_state", "timed_state",
-           "unpacked")
+           "bucket_of", "buffered", "changes_only", "chunk_of", "drop_counts", "drop_frame",
+           "earlier_form", "frame", "group", "load_state", "outputs_frame", "pack_rows",
+           "packed_frame", "pre_stage", "rebuffer", "records_of_frame", "save_state", "tick_rows",
+           "time_and_state", "timed_state", "unpacked")
 
 BUCKETS = 8
 """Key buckets per input partition of a stateful step run in ``transformWithStateInPandas``
@@ -271,6 +271,38 @@ class FiledRows:
             if row != before:
                 rows.updateValue((kb,), (row,))
         self._opened = {}
+
+
+def changes_only(change: Callable[[Any, Any, Any, RecordContext], None]) -> Entry:
+    """The entry of a node that takes only changes, for a processor that forwards changes.
+
+    ``change`` takes changes and stale ones; a record reaching the entry raises ``TypeError``.
+    """
+    return Entry(_no_record, change, change)
+
+
+def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
+    raise TypeError("a processor that forwards changes forwarded a record")
+
+
+def buffered(buffer: Any) -> list[tuple[Any, ...]]:
+    """A suppression buffer's entries as a group's state keeps them, in the buffer's order.
+
+    Each is ``(time, key, new, old, prior, context)``.
+    """
+    return [(e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in buffer]
+
+
+def rebuffer(buffer: Any, entries: Iterable[tuple[Any, ...]]) -> None:
+    """Put entries that :func:`buffered` gave back into a fresh buffer.
+
+    Each gets its buffer time, prior value and latest change back (so its size too).
+    """
+    put = buffer.put
+    for time, key, new, old, prior, ctx in entries:
+        context = RecordContext(*ctx)
+        put(time, key, new, prior, context)  # a new entry: its prior
+        put(time, key, new, old, context)  # then its latest change
 
 
 def save_state(state: Any, data: bytes | None) -> None:

@@ -43,7 +43,6 @@ from suppress.entry import RecordContext
 from suppress.processor import SuppressProcessor
 
 from .._key_identity import key_identity
-from ..runtime.processor import Entry
 from ._compile import ChainSpec, TimeLimitSpec
 from ._stages import (
     BUCKETS,
@@ -52,8 +51,11 @@ from ._stages import (
     BucketHost,
     Chain,
     FiledRows,
+    buffered,
+    changes_only,
     load_state,
     outputs_frame,
+    rebuffer,
     save_state,
     time_and_state,
     timed_state,
@@ -106,16 +108,8 @@ class TimeLimitProcessor(StatefulProcessor):
             spec.key_serializer, spec.value_serializer,  # type: ignore[arg-type]
             key_identity=key_identity(spec.key_serializer))
         stream_time, entries = time_and_state(load_state(self._buffer), spec.name)
-        buffer = engine.buffer
-        for entry in entries or ():
-            if len(entry) == 5:  # written before old values were kept: all None then
-                time, key, new, prior, ctx = entry
-                old = prior
-            else:
-                time, key, new, old, prior, ctx = entry
-            context = RecordContext(*ctx)
-            buffer.put(time, key, new, prior, context)  # a new entry: its prior
-            buffer.put(time, key, new, old, context)  # then its latest change
+        rebuffer(engine.buffer, [  # 5 fields: written before old values were kept (None)
+            (e[0], e[1], e[2], e[3], e[3], e[4]) if len(e) == 5 else e for e in entries or ()])
         engine.advance_stream_time(stream_time)
         return engine, chain
 
@@ -131,8 +125,7 @@ class TimeLimitProcessor(StatefulProcessor):
         table: Any = spec.table_factory()
         table.name = spec.table
         table.init(host)
-        change = engine.process_change
-        table.connect([Entry(_no_record, change, change)])
+        table.connect([changes_only(engine.process_change)])
         return table, rows
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],  # noqa: N802
@@ -160,17 +153,11 @@ class TimeLimitProcessor(StatefulProcessor):
                 table.process(k, v, RecordContext(ts, -1, topic, 0, h))
             kept.save()
         advance(time)
-        entries = [(e.time, e.key, e.new, e.old, e.prior, tuple(e.context))
-                   for e in engine.buffer]
-        save_state(self._buffer, timed_state(engine.stream_time, entries or None))
+        save_state(self._buffer, timed_state(engine.stream_time, buffered(engine.buffer) or None))
         yield _pandas(chain)
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
-    raise TypeError("the table forwards changes, not records")
 
 
 def _pandas(chain: Chain) -> pd.DataFrame:
