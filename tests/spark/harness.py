@@ -131,12 +131,16 @@ def chunk_table(rows: Sequence[tuple[str, bytes | None, bytes | None, int]], par
 
 
 def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Table]],
-                    seed: int = 0) -> tuple[list[tuple[str, Any, Any, int]], Counter[str]]:
+                    seed: int = 0,
+                    between: Callable[[dict[int, dict[str, Any]]], None] | None = None
+                    ) -> tuple[list[tuple[str, Any, Any, int]], Counter[str]]:
     """The records the runner's sinks would get, and its drops by reason.
 
     Each micro-batch is a list of chunks (Spark partitions of the one source DataFrame,
     in partition order). Records come as ``(topic, key, value, timestamp)``, in no
-    particular order. ``seed`` shuffles the order key groups are called in.
+    particular order. ``seed`` shuffles the order key groups are called in. ``between``,
+    if given, gets each operator's states (by key group, then state name) after each
+    micro-batch, to change them in place as a restart from another release would find them.
     """
     plan = compile_topology(topology)
     topics = plan.topics
@@ -166,6 +170,8 @@ def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Tabl
         rows = take(frames)
         for operator in operators:
             rows = take(operator.run(rows, order))
+            if between is not None:
+                between(operator.states)
     return out, drops
 
 

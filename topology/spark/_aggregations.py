@@ -39,7 +39,7 @@ drops and counts null keys), followed by the stage's ticks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -51,7 +51,7 @@ from suppress.processor import SuppressProcessor
 from suppress.time import is_window_closed
 
 from ..runtime.processors.suppress import SuppressNodeProcessor
-from ..windows import Window, Windowed
+from ..windows import Window, Windowed, time_window_end
 from ._compile import BatchedAggregationSpec, ChainSpec
 from ._stages import (
     BUCKETS,
@@ -66,11 +66,13 @@ from ._stages import (
     drop_counts,
     drop_frame,
     load_state,
+    longs,
     outputs_frame,
     rebuffer,
     save_state,
     time_and_state,
     timed_state,
+    unlongs,
     unpacked,
 )
 
@@ -126,7 +128,7 @@ class AggregationBucket:
             self.engine = suppression.engine
         self._windowed = spec.kind != "none"
         self.stream_time, kept = time_and_state(state, spec.name)
-        held, kept_entries = (None, []) if kept is None else kept
+        held, kept_entries = (None, None) if kept is None else kept
         self._rows = None if self._windowed else FiledRows(self._store, spec.key_serializer,
                                                           rows)
         """Without windows: each key's aggregate, a row of its own (see the module docstring)."""
@@ -138,14 +140,24 @@ class AggregationBucket:
             rebuffer(self.engine.buffer, kept_entries)
             self.engine.advance_stream_time(self.stream_time)
 
-    def _restore(self, held: list[tuple[Any, ...]]) -> None:
-        """Put the kept windows back into the fresh store."""
+    def _restore(self, held: Any) -> None:
+        """Put the kept windows back into the fresh store.
+
+        ``held`` is :meth:`_windows`' columns, or a list of rows (the previous state form).
+        """
         store, kind = self._store, self._spec.kind
+        if isinstance(held, list):
+            rows: Iterable[tuple[Any, ...]] = held
+        else:
+            keys, starts, third, fourth = held
+            rows = (zip(keys, unlongs(starts), unlongs(third), fourth, strict=True)
+                    if kind == "session" else
+                    zip(keys, unlongs(starts), third, unlongs(fourth), strict=True))
         if kind == "session":
-            for key, start, end, value in held:
+            for key, start, end, value in rows:
                 store.put(Windowed(key, Window(start, end)), value)
         else:
-            for key, start, value, ts in held:
+            for key, start, value, ts in rows:
                 store.put_with_timestamp(key, value, start, ts)
             if kind == "sliding":
                 self.aggregate.reindex()
@@ -181,24 +193,42 @@ class AggregationBucket:
             held = self._windows()
         else:
             self._rows.save()
-        entries = [] if self.engine is None else buffered(self.engine.buffer)
-        return timed_state(self.stream_time, (held, entries) if held or entries else None)
+        entries = None if self.engine is None else buffered(self.engine.buffer)
+        return timed_state(self.stream_time,
+                           None if held is None and entries is None else (held, entries))
 
-    def _windows(self) -> list[tuple[Any, ...]]:
-        """The windows a record may still update, as :meth:`_restore` takes them back."""
+    def _windows(self) -> tuple[Any, ...] | None:
+        """The windows a record may still update, by column; ``None`` for none.
+
+        The columns, as :meth:`_restore` takes them back: keys, starts (an int64 array,
+        :func:`~topology.spark._stages.longs`), then ends (int64) and values for sessions,
+        values and timestamps (int64) for the other windows.
+        """
         spec, store = self._spec, self._store
         keeps = _keeps(spec, self.aggregate.stream_time)
-        held: list[tuple[Any, ...]] = []
-        for windowed, value in store.all():
-            window = windowed.window
-            if not keeps(window):
+        keys: list[Any] = []
+        starts: list[int] = []
+        if spec.kind == "session":
+            ends, values = [], []
+            for windowed, value in store.all():
+                window = windowed.window
+                if keeps(window):
+                    keys.append(windowed.key)
+                    starts.append(window.start)
+                    ends.append(window.end)
+                    values.append(value)
+            return (tuple(keys), longs(starts), longs(ends), tuple(values)) if keys else None
+        values, stamps = [], []
+        size = store.window_size_ms
+        for start, items in store.items_by_start():
+            if not keeps(Window(start, time_window_end(start, size))):
                 continue
-            if spec.kind == "session":
-                held.append((windowed.key, window.start, window.end, value))
-            else:
-                value, ts = store.get_with_timestamp(windowed.key, window.start)
-                held.append((windowed.key, window.start, value, ts))
-        return held
+            for key, value, ts in items:
+                keys.append(key)
+                starts.append(start)
+                values.append(value)
+                stamps.append(ts)
+        return (tuple(keys), longs(starts), tuple(values), longs(stamps)) if keys else None
 
     def take(self) -> list[Out]:
         """The records that left the post chain since the last call."""

@@ -44,7 +44,8 @@ which keeps that time (and so which records are still held) the task's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -68,11 +69,13 @@ from ._stages import (
     drop_frame,
     frame,
     load_state,
+    longs,
     packed_frame,
     save_state,
     tick_rows,
     time_and_state,
     timed_state,
+    unlongs,
     unpacked,
 )
 
@@ -88,6 +91,20 @@ def buckets(spec: JoinSpec) -> int:
     buffer, of the aggregation) is the task's. See the module docstring.
     """
     return 1 if spec.grace_ms is not None or spec.feeds_aggregation else BUCKETS
+
+
+def _history(row: tuple[Any, ...]) -> tuple[Any, Sequence[Any], Sequence[int]]:
+    """A key's history row: the key, its versions' values and timestamps (ms), oldest first.
+
+    A row is ``(key, values, timestamps)``, the timestamps an int64 array
+    (:func:`~topology.spark._stages.longs`); one of the previous state form is ``(key,
+    [(value, timestamp), ...])``.
+    """
+    if len(row) == 2:
+        key, versions = row
+        return key, [value for value, _ in versions], [ts for _, ts in versions]
+    key, values, stamps = row
+    return key, values, unlongs(stamps)
 
 
 def _no_keyspace(name: str) -> Any:
@@ -140,13 +157,13 @@ class AsOfJoinProcessor(StatefulProcessor):
             touched.update(kb for *_, key, _, _ in buffered[2]
                            if key is not None and (kb := key_bytes(key)) is not None)
         opened: dict[bytes, tuple[Any, int]] = {}
-        replay = []
+        replay: list[tuple[Any, Any, int]] = []
         for kb in touched:
             held = self._rows.getValue((kb,))
             if held is not None:
-                key, versions = decode(held[0])
-                opened[kb] = (key, len(versions))
-                replay += [(key, value, ts) for value, ts in versions]
+                key, values, stamps = _history(decode(held[0]))
+                opened[kb] = (key, len(values))
+                replay += zip(repeat(key), values, stamps)
         replay.sort(key=lambda record: record[2])
         store.restore(replay, observed_stream_time=observed)
         if buffered is not None:
@@ -219,15 +236,15 @@ class AsOfJoinProcessor(StatefulProcessor):
         recount = {kb: key for kb, (key, _) in opened.items()}
         recount.update(changed)
         for kb, key in recount.items():
-            versions = [(e.value, e.timestamp)
-                        for e in store.history(key, newest_first=False, include_deletes=True)]
+            versions = store.history(key, newest_first=False, include_deletes=True)
             if kb not in changed and len(versions) == opened[kb][1]:
                 continue
             deleted.pop(kb, None)
             if versions:
-                rows.updateValue((kb,), (encode((key, versions)),))
-                if versions[-1][0] is None:
-                    deleted[kb] = versions[-1][1]
+                rows.updateValue((kb,), (encode((key, tuple(e.value for e in versions),
+                                                 longs([e.timestamp for e in versions]))),))
+                if versions[-1].value is None:
+                    deleted[kb] = versions[-1].timestamp
             elif kb in opened:
                 rows.removeKey((kb,))
         observed = store.observed_stream_time

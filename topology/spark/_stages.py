@@ -40,9 +40,9 @@ from .columns import BatchPlan
 __all__ = ("BUCKETS", "CHUNK_BITS", "DROP_REASONS", "FRAME", "MAX_SOURCES",
            "MAX_SPARK_PARTITIONS", "ROW_KEY", "ROW_VALUE", "BucketHost", "Chain", "FiledRows",
            "bucket_of", "buffered", "changes_only", "chunk_of", "drop_counts", "drop_frame",
-           "earlier_form", "frame", "group", "load_state", "outputs_frame", "pack_rows",
+           "earlier_form", "frame", "group", "load_state", "longs", "outputs_frame", "pack_rows",
            "packed_frame", "pre_stage", "rebuffer", "records_of_frame", "save_state", "tick_rows",
-           "time_and_state", "timed_state", "unpacked")
+           "time_and_state", "timed_state", "unlongs", "unpacked")
 
 BUCKETS = 8
 """Key buckets per input partition of a stateful step run in ``transformWithStateInPandas``
@@ -285,21 +285,51 @@ def _no_record(key: Any, value: Any, ctx: RecordContext) -> None:
     raise TypeError("a processor that forwards changes forwarded a record")
 
 
-def buffered(buffer: Any) -> list[tuple[Any, ...]]:
-    """A suppression buffer's entries as a group's state keeps them, in the buffer's order.
+def buffered(buffer: Any) -> tuple[Any, ...] | None:
+    """A suppression buffer's entries by column, as a group's state keeps them; ``None``: empty.
 
-    Each is ``(time, key, new, old, prior, context)``.
+    The columns are the buffer times, the keys, the latest changes' new and old values, the
+    prior values, then the contexts': timestamps, offsets, partitions, topics (their distinct
+    names and each entry's index into them) and headers (``None`` when every entry's are
+    ``()``). Numbers are int64 arrays (:func:`longs`), so the state codec writes the keys
+    and the three values of an entry, not fourteen objects.
     """
-    return [(e.time, e.key, e.new, e.old, e.prior, tuple(e.context)) for e in buffer]
+    entries = list(buffer)
+    if not entries:
+        return None
+    contexts = [e.context for e in entries]
+    topics = [c[2] for c in contexts]
+    names = tuple(dict.fromkeys(topics))
+    index = {name: i for i, name in enumerate(names)}
+    headers = tuple(c[4] for c in contexts)
+    return (longs([e.time for e in entries]), tuple(e.key for e in entries),
+            tuple(e.new for e in entries), tuple(e.old for e in entries),
+            tuple(e.prior for e in entries), longs([c[0] for c in contexts]),
+            longs([c[1] for c in contexts]), longs([c[3] for c in contexts]), names,
+            longs([index[t] for t in topics]),
+            None if all(h == () for h in headers) else headers)
 
 
-def rebuffer(buffer: Any, entries: Iterable[tuple[Any, ...]]) -> None:
-    """Put entries that :func:`buffered` gave back into a fresh buffer.
+def rebuffer(buffer: Any, kept: Any) -> None:
+    """Put entries that :func:`buffered` gave back into a fresh buffer, in their order.
 
-    Each gets its buffer time, prior value and latest change back (so its size too).
+    ``kept`` is :func:`buffered`'s columns, or (a state value of the previous form, see
+    :func:`time_and_state`) a list of ``(time, key, new, old, prior, context)`` rows. Each
+    entry gets its buffer time, prior value and latest change back (so its size too).
     """
+    if kept is None:
+        return
+    if isinstance(kept, list):
+        rows: Iterable[tuple[Any, ...]] = kept
+    else:
+        times, keys, news, olds, priors, stamps, offsets, partitions, names, topics, \
+            headers = kept
+        rows = zip(unlongs(times), keys, news, olds, priors,
+                   zip(unlongs(stamps), unlongs(offsets), [names[i] for i in unlongs(topics)],
+                       unlongs(partitions), headers or ((),) * len(keys), strict=True),
+                   strict=True)
     put = buffer.put
-    for time, key, new, old, prior, ctx in entries:
+    for time, key, new, old, prior, ctx in rows:
         context = RecordContext(*ctx)
         put(time, key, new, prior, context)  # a new entry: its prior
         put(time, key, new, old, context)  # then its latest change
@@ -322,10 +352,14 @@ def load_state(state: Any) -> bytes | None:
     return None if held is None else held[0]
 
 
-_STATE_FORM = "per-partition-4"
+_STATE_FORM = "per-partition-5"
 """Marks a group's state value as this release's: a stream time per input partition, and the
 aggregates without windows, table rows and join histories in rows of their own, the join's
-keys grouped as the other steps' are."""
+keys grouped as the other steps' are; buffers and windows by column (:func:`buffered`)."""
+
+_PREVIOUS_FORM = "per-partition-4"
+"""The form before, which kept buffers and windows as lists of rows: read as this form's
+(:func:`rebuffer` and the aggregation's windows take either)."""
 
 
 def timed_state(stream_time: int, kept: Any) -> bytes:
@@ -336,6 +370,9 @@ def timed_state(stream_time: int, kept: Any) -> bytes:
 def time_and_state(state: bytes | None, node: str) -> tuple[int, Any]:
     """The stream time (ms; -1 for none) and what a group keeps, from :func:`timed_state`.
 
+    A value of the previous form (:data:`_PREVIOUS_FORM`) is read too: what it keeps differs
+    only in the buffers' and windows' layout, which their readers take in either form.
+
     :raises IllegalStateError: for a state value in an earlier release's form (one that kept
         the keys of every input partition together, or the aggregates without windows or
         the join's histories in the group's value): read as this release's, keys would be
@@ -344,7 +381,8 @@ def time_and_state(state: bytes | None, node: str) -> tuple[int, Any]:
     if state is None:
         return -1, None
     value = _loads(state)
-    if not (isinstance(value, tuple) and len(value) == 3 and value[0] == _STATE_FORM):
+    if not (isinstance(value, tuple) and len(value) == 3
+            and value[0] in (_STATE_FORM, _PREVIOUS_FORM)):
         raise earlier_form(node)
     return value[1], value[2]
 
@@ -517,20 +555,20 @@ def _columns(records: list[tuple[Any, ...]]) -> tuple[Any, ...]:
     names = tuple(dict.fromkeys(topics + sources))
     index = {name: i for i, name in enumerate(names)}
     empty = all(h == () for h in headers)
-    return (keys, values, _longs(stamps), None if empty else headers, _longs(seqs),
-            _longs(sts), names, _longs([index[t] for t in topics]), _longs(marks),
-            _longs([index[t] for t in sources]))
+    return (keys, values, longs(stamps), None if empty else headers, longs(seqs),
+            longs(sts), names, longs([index[t] for t in topics]), longs(marks),
+            longs([index[t] for t in sources]))
 
 
 def _records(columns: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """The records of :func:`_columns`."""
     keys, values, stamps, headers, seqs, sts, names, topics, marks, sources = columns
-    return list(zip(keys, values, _unlongs(stamps), headers or ((),) * len(keys),
-                    _unlongs(seqs), _unlongs(sts), [names[i] for i in _unlongs(topics)],
-                    _unlongs(marks), [names[i] for i in _unlongs(sources)], strict=True))
+    return list(zip(keys, values, unlongs(stamps), headers or ((),) * len(keys),
+                    unlongs(seqs), unlongs(sts), [names[i] for i in unlongs(topics)],
+                    unlongs(marks), [names[i] for i in unlongs(sources)], strict=True))
 
 
-def _longs(values: Iterable[int]) -> bytes:
+def longs(values: Iterable[int]) -> bytes:
     """``values`` as little-endian int64s."""
     packed = array("q", values)
     if sys.byteorder == "big":
@@ -538,8 +576,8 @@ def _longs(values: Iterable[int]) -> bytes:
     return packed.tobytes()
 
 
-def _unlongs(data: bytes) -> list[int]:
-    """The ints :func:`_longs` wrote."""
+def unlongs(data: bytes) -> list[int]:
+    """The ints :func:`longs` wrote."""
     packed = array("q")
     packed.frombytes(data)
     if sys.byteorder == "big":

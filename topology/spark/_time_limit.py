@@ -108,8 +108,10 @@ class TimeLimitProcessor(StatefulProcessor):
             spec.key_serializer, spec.value_serializer,  # type: ignore[arg-type]
             key_identity=key_identity(spec.key_serializer))
         stream_time, entries = time_and_state(load_state(self._buffer), spec.name)
-        rebuffer(engine.buffer, [  # 5 fields: written before old values were kept (None)
-            (e[0], e[1], e[2], e[3], e[3], e[4]) if len(e) == 5 else e for e in entries or ()])
+        if isinstance(entries, list):  # rows of the previous form; 5 fields: written before
+            entries = [  # old values were kept (None)
+                (e[0], e[1], e[2], e[3], e[3], e[4]) if len(e) == 5 else e for e in entries]
+        rebuffer(engine.buffer, entries)
         engine.advance_stream_time(stream_time)
         return engine, chain
 
@@ -153,7 +155,7 @@ class TimeLimitProcessor(StatefulProcessor):
                 table.process(k, v, RecordContext(ts, -1, topic, 0, h))
             kept.save()
         advance(time)
-        save_state(self._buffer, timed_state(engine.stream_time, buffered(engine.buffer) or None))
+        save_state(self._buffer, timed_state(engine.stream_time, buffered(engine.buffer)))
         yield _pandas(chain)
 
     def close(self) -> None:

@@ -326,6 +326,26 @@ class InMemoryWindowStore:
         """Every ``(Windowed, value)``, by window start then key bytes."""
         return iter(self._select(None, None))
 
+    def items_by_start(self) -> Iterator[tuple[int, list[tuple[Any, Any, int]]]]:
+        """Each window start with windows, ascending, and their ``(key, value, timestamp)``.
+
+        A start's keys come in no particular order. For saving the store whole: no key is
+        serialized, sorted or wrapped in a windowed key.
+
+        :raises StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        for start in self._starts_between(None, None):
+            bucket = self._by_start[start]
+            if not bucket:
+                continue
+            originals = self._originals.get(start)
+            if originals:
+                yield start, [(originals.get(identity, identity), value, ts)
+                              for identity, (value, ts) in bucket.items()]
+            else:
+                yield start, [(identity, value, ts) for identity, (value, ts) in bucket.items()]
+
     def backward_all(self) -> Iterator[tuple[Windowed, Any]]:
         """:meth:`all` in reverse order."""
         return reversed(self._select(None, None))
