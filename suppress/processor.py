@@ -454,7 +454,8 @@ class SuppressProcessor:
         """
         if stream_time > self.stream_time:
             self.stream_time = stream_time
-            self._enforce()
+            if self._bounded or self.is_due(self._min_time(), self.delay_ms, stream_time):
+                self._enforce()
 
     def _enforce(self) -> None:
         """Evict what is due by time, then apply the buffer-full strategy."""

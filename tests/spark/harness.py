@@ -30,6 +30,13 @@ from .runner_child import kafka_schema
 KAFKA_SCHEMA = kafka_schema()
 """Spark's Kafka source schema (the chunks' tables are in its Arrow form)."""
 
+KAFKA_SCHEMA_WITH_HEADERS = kafka_schema(headers=True)
+"""The same with ``includeHeaders=true``: a ``headers`` column."""
+
+_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
 
 class ValueState:
     """One key group's value state, as ``StatefulProcessorHandle.getValueState`` gives it."""
@@ -114,11 +121,14 @@ class Operator:
         return out
 
 
-def chunk_table(rows: Sequence[tuple[str, bytes | None, bytes | None, int]], partition: int
-                ) -> pa.Table:
-    """Rows ``(topic, key, value, timestamp ms)`` of one input partition, in Kafka's schema."""
+def chunk_table(rows: Sequence[tuple[str, bytes | None, bytes | None, int]], partition: int,
+                headers: Sequence[Headers] | None = None) -> pa.Table:
+    """Rows ``(topic, key, value, timestamp ms)`` of one input partition, in Kafka's schema.
+
+    ``headers``: each row's (a ``headers`` column, as ``includeHeaders=true`` gives it).
+    """
     n = len(rows)
-    return pa.table({
+    table = pa.table({
         "key": pa.array([r[1] for r in rows], pa.binary()),
         "value": pa.array([r[2] for r in rows], pa.binary()),
         "topic": pa.array([r[0] for r in rows], pa.string()),
@@ -128,12 +138,16 @@ def chunk_table(rows: Sequence[tuple[str, bytes | None, bytes | None, int]], par
             pa.timestamp("us", tz="UTC")),
         "timestampType": pa.array([0] * n, pa.int32()),
     })
+    if headers is None:
+        return table
+    return table.append_column("headers", pa.array(
+        [[{"key": k, "value": v} for k, v in pairs] for pairs in headers], _HEADERS))
 
 
 def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Table]],
                     seed: int = 0,
-                    between: Callable[[dict[int, dict[str, Any]]], None] | None = None
-                    ) -> tuple[list[tuple[str, Any, Any, int]], Counter[str]]:
+                    between: Callable[[dict[int, dict[str, Any]]], None] | None = None,
+                    headers: bool = False) -> tuple[list[tuple[Any, ...]], Counter[str]]:
     """The records the runner's sinks would get, and its drops by reason.
 
     Each micro-batch is a list of chunks (Spark partitions of the one source DataFrame,
@@ -141,14 +155,17 @@ def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Tabl
     particular order. ``seed`` shuffles the order key groups are called in. ``between``,
     if given, gets each operator's states (by key group, then state name) after each
     micro-batch, to change them in place as a restart from another release would find them.
+    ``headers``: the chunks have a ``headers`` column (:func:`chunk_table`), and each record
+    comes with its headers last.
     """
     plan = compile_topology(topology)
     topics = plan.topics
-    batch_plan = column_plan(None, KAFKA_SCHEMA, plan.sources)
+    batch_plan = column_plan(None, KAFKA_SCHEMA_WITH_HEADERS if headers else KAFKA_SCHEMA,
+                             plan.sources)
     stage = plan_stage(plan, batch_plan, plan.sources)
     operators = _operators(plan)
     order = random.Random(seed)
-    out: list[tuple[str, Any, Any, int]] = []
+    out: list[tuple[Any, ...]] = []
     drops: Counter[str] = Counter()
 
     def take(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -160,7 +177,8 @@ def distributed_run(topology: Topology, micro_batches: Iterable[Sequence[pa.Tabl
         kept = table[(table["route"] >= 0) | (table["route"] == OUTPUTS)]
         if len(kept):
             records = records_of_frame(pa.Table.from_pandas(kept, preserve_index=False))
-            out.extend((topics[r[0]], r[1], r[2], r[3]) for r in records)
+            out.extend((topics[r[0]], r[1], r[2], r[3], *((r[4],) if headers else ()))
+                       for r in records)
         return table[table["route"] == AGGREGATION]
 
     for chunks in micro_batches:

@@ -90,8 +90,9 @@ def kill_point(argv: list[str]) -> tuple[str, int] | None:
     return point, int(batch)
 
 
-def kafka_schema() -> Any:
+def kafka_schema(headers: bool = False) -> Any:
     from pyspark.sql.types import (
+        ArrayType,
         BinaryType,
         IntegerType,
         LongType,
@@ -101,11 +102,15 @@ def kafka_schema() -> Any:
         TimestampType,
     )
 
-    return StructType([
+    fields = [
         StructField("key", BinaryType()), StructField("value", BinaryType()),
         StructField("topic", StringType()), StructField("partition", IntegerType()),
         StructField("offset", LongType()), StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType())])
+        StructField("timestampType", IntegerType())]
+    if headers:  # includeHeaders=true
+        fields.append(StructField("headers", ArrayType(StructType([
+            StructField("key", StringType()), StructField("value", BinaryType())]))))
+    return StructType(fields)
 
 
 def main(work: Path, kill: tuple[str, int] | None) -> None:

@@ -139,6 +139,13 @@ class AggregationBucket:
         if self.engine is not None:
             rebuffer(self.engine.buffer, kept_entries)
             self.engine.advance_stream_time(self.stream_time)
+        raw_entry = getattr(aggregate, "raw_entry", None) if self._windowed else None
+        self.raw: Callable[[Any, Any, int, int, str], None] | None = (
+            None if raw_entry is None else raw_entry())
+        """Where a record without headers may go instead of :meth:`process`, as ``(key,
+        value, timestamp, offset, topic)``: the aggregation's entry for records a task
+        takes without headers (its windows hand their changes to final results), which
+        builds a context only where one is kept; ``None``: none."""
 
     def _restore(self, held: Any) -> None:
         """Put the kept windows back into the fresh store.
@@ -292,10 +299,13 @@ class BatchedAggregationProcessor(StatefulProcessor):
         """
         records, time, _ = unpacked(rows)
         bucket = AggregationBucket(self._spec, self._post, load_state(self._state), self._rows)
-        advance, process = bucket.advance, bucket.process
+        advance, process, raw = bucket.advance, bucket.process, bucket.raw
         for k, v, ts, h, _, st, topic in records:
             advance(st)
-            process(k, v, RecordContext(ts, -1, topic, 0, h))
+            if raw is not None and not h:
+                raw(k, v, ts, -1, topic)
+            else:
+                process(k, v, RecordContext(ts, -1, topic, 0, h))
         advance(time)
         save_state(self._state, bucket.state())
         yield _pandas(bucket)
