@@ -87,6 +87,7 @@ def _check_rows(value: ValueState, rows: MapState) -> None:
     exactly the rows whose newest version is a delete."""
     newest_deletes = {}
     for (kb,), (held,) in rows.entries.items():
+        assert len(decode(held)) == 3  # this form's row: key, values, timestamps (int64)
         key, values, stamps = history_of(held)
         assert kb == key.encode() and values and len(values) == len(stamps)
         if values[-1] is None:

@@ -291,8 +291,9 @@ def buffered(buffer: Any) -> tuple[Any, ...] | None:
     The columns are the buffer times, the keys, the latest changes' new and old values, the
     prior values, then the contexts': timestamps, offsets, partitions, topics (their distinct
     names and each entry's index into them) and headers (``None`` when every entry's are
-    ``()``). Numbers are int64 arrays (:func:`longs`), so the state codec writes the keys
-    and the three values of an entry, not fourteen objects.
+    ``()``). Numbers are int64 arrays (:func:`longs`; buffer times beyond int64 a tuple, see
+    :func:`_times`), so the state codec writes an entry's key and three values, not two
+    tuples of them with its time and context.
     """
     entries = list(buffer)
     if not entries:
@@ -302,7 +303,7 @@ def buffered(buffer: Any) -> tuple[Any, ...] | None:
     names = tuple(dict.fromkeys(topics))
     index = {name: i for i, name in enumerate(names)}
     headers = tuple(c[4] for c in contexts)
-    return (longs([e.time for e in entries]), tuple(e.key for e in entries),
+    return (_times([e.time for e in entries]), tuple(e.key for e in entries),
             tuple(e.new for e in entries), tuple(e.old for e in entries),
             tuple(e.prior for e in entries), longs([c[0] for c in contexts]),
             longs([c[1] for c in contexts]), longs([c[3] for c in contexts]), names,
@@ -324,7 +325,7 @@ def rebuffer(buffer: Any, kept: Any) -> None:
     else:
         times, keys, news, olds, priors, stamps, offsets, partitions, names, topics, \
             headers = kept
-        rows = zip(unlongs(times), keys, news, olds, priors,
+        rows = zip(_untimes(times), keys, news, olds, priors,
                    zip(unlongs(stamps), unlongs(offsets), [names[i] for i in unlongs(topics)],
                        unlongs(partitions), headers or ((),) * len(keys), strict=True),
                    strict=True)
@@ -583,6 +584,20 @@ def unlongs(data: bytes) -> list[int]:
     if sys.byteorder == "big":
         packed.byteswap()
     return packed.tolist()
+
+
+def _times(values: list[int]) -> bytes | tuple[int, ...]:
+    """Buffer times as :func:`longs` writes them, or as a tuple when one exceeds int64.
+
+    A window with an end of its own that ends at ``2**63 - 1`` (a session or sliding window
+    of a record at that timestamp) is buffered at its end + 1, which int64 cannot hold.
+    """
+    return longs(values) if max(values) <= LONG_MAX else tuple(values)
+
+
+def _untimes(column: bytes | tuple[int, ...]) -> list[int]:
+    """The times :func:`_times` wrote."""
+    return unlongs(column) if isinstance(column, bytes) else list(column)
 
 
 def tick_rows(tops: Mapping[int, Mapping[str, int]], buckets: int, chunk: int,

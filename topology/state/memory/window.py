@@ -335,6 +335,9 @@ class InMemoryWindowStore:
         :raises StoreClosedError: the store is closed.
         """
         self._check_open()
+        return self._items_by_start()
+
+    def _items_by_start(self) -> Iterator[tuple[int, list[tuple[Any, Any, int]]]]:
         for start in self._starts_between(None, None):
             bucket = self._by_start[start]
             if not bucket:
