@@ -11,16 +11,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from topology import Topology, TopologyTestDriver
 from topology.serde import Serdes
+from topology.spark._aggregations import AggregationBucket
+from topology.spark._compile import compile_topology
 
-from .harness import Headers, chunk_table, distributed_run
-from .test_distributed_aggregations import windowed_clicks
-from .test_partition_time import Piece, partitioned
+from .harness import Headers, MapState, chunk_table, distributed_run
+from .test_distributed_aggregations import SUPPRESSIONS, windowed_clicks
+from .test_partition_time import AGGREGATIONS, Piece, partitioned
 
 HEADERS: list[Headers] = [(), (("trace", b"t1"),), (("a", None), ("b", b""))]
 WINDOWS = ["tumbling", "hopping", "session", "sliding"]
@@ -79,16 +82,29 @@ def test_headers_leave_with_their_windows_as_in_the_driver(
 
 
 def test_a_window_of_records_with_and_without_headers() -> None:
-    """The window's last record has headers, the one before none, and the reverse."""
-    rows = [("clicks", b"a", b"/x", 1), ("clicks", b"a", b"/y", 2), ("clicks", b"b", b"/x", 3),
-            ("clicks", b"b", b"/y", 4), ("clicks", b"c", b"/x", 200)]
-    headers: list[Headers] = [(), (("trace", b"t1"),), (("trace", b"t2"),), (), ()]
+    """In one key group (a bounded buffer's): a window whose last record has headers after
+    two without (the second taken by the step's fast path), and one whose last has none."""
+    rows = [("clicks", b"a", b"/x", 1), ("clicks", b"a", b"/x", 2), ("clicks", b"a", b"/y", 3),
+            ("clicks", b"b", b"/x", 4), ("clicks", b"b", b"/y", 5), ("clicks", b"c", b"/x", 200)]
+    headers: list[Headers] = [(), (), (("trace", b"t1"),), (("trace", b"t2"),), (), ()]
     pieces = [[(0, rows, headers)]]
 
     def make() -> Topology:
-        return windowed_clicks("count", "tumbling")
+        return AGGREGATIONS["tumbling-bounded"]("count")
 
     got, _ = distributed_run(make(), [[chunk_table(rows, 0, headers)]], headers=True)
     expected = _drivers(make, pieces)
     assert Counter((k, v, ts, tuple(h)) for t, k, v, ts, h in got if t == "out") == expected
     assert {(k.key, h) for k, _, _, h in expected} == {("a", (("trace", b"t1"),)), ("b", ())}
+
+
+@pytest.mark.parametrize(("windows", "takes_raw"), [("tumbling", True), ("session", True),
+                                                    ("hopping", False), ("sliding", False),
+                                                    ("none", False)])
+def test_which_aggregations_take_records_without_a_context(windows: str, takes_raw: bool
+                                                           ) -> None:
+    plan = compile_topology(windowed_clicks("count", windows, suppressed=(
+        "final" if windows != "none" else SUPPRESSIONS["limit-30"])))
+    assert plan.batched is not None
+    bucket = AggregationBucket(plan.batched, plan.post, None, MapState())
+    assert (bucket.raw is not None) is takes_raw
