@@ -301,33 +301,33 @@ def buffered(buffer: Any) -> tuple[Any, ...] | None:
     contexts = [e.context for e in entries]
     topics = [c[2] for c in contexts]
     names = tuple(dict.fromkeys(topics))
-    index = {name: i for i, name in enumerate(names)}
-    headers = tuple(c[4] for c in contexts)
     return (_times([e.time for e in entries]), tuple(e.key for e in entries),
             tuple(e.new for e in entries), tuple(e.old for e in entries),
             tuple(e.prior for e in entries), longs([c[0] for c in contexts]),
             longs([c[1] for c in contexts]), longs([c[3] for c in contexts]), names,
-            longs([index[t] for t in topics]),
-            None if all(h == () for h in headers) else headers)
+            _indices(topics, names), _headers_column(tuple(c[4] for c in contexts)))
 
 
 def rebuffer(buffer: Any, kept: Any) -> None:
     """Put entries that :func:`buffered` gave back into a fresh buffer, in their order.
 
     ``kept`` is :func:`buffered`'s columns, or (a state value of the previous form, see
-    :func:`time_and_state`) a list of ``(time, key, new, old, prior, context)`` rows. Each
-    entry gets its buffer time, prior value and latest change back (so its size too).
+    :func:`time_and_state`) a list of ``(time, key, new, old, prior, context)`` rows; a time
+    limit's rows written before old values were kept have no ``old`` (it was ``None``, as its
+    prior), and read back with ``old = prior``. Each entry gets its buffer time, prior value
+    and latest change back (so its size too).
     """
     if kept is None:
         return
     if isinstance(kept, list):
-        rows: Iterable[tuple[Any, ...]] = kept
+        rows: Iterable[tuple[Any, ...]] = (
+            (r[0], r[1], r[2], r[3], r[3], r[4]) if len(r) == 5 else r for r in kept)
     else:
         times, keys, news, olds, priors, stamps, offsets, partitions, names, topics, \
             headers = kept
         rows = zip(_untimes(times), keys, news, olds, priors,
-                   zip(unlongs(stamps), unlongs(offsets), [names[i] for i in unlongs(topics)],
-                       unlongs(partitions), headers or ((),) * len(keys), strict=True),
+                   zip(unlongs(stamps), unlongs(offsets), _named(topics, names),
+                       unlongs(partitions), _headers_of(headers, len(keys)), strict=True),
                    strict=True)
     put = buffer.put
     for time, key, new, old, prior, ctx in rows:
@@ -554,19 +554,37 @@ def _columns(records: list[tuple[Any, ...]]) -> tuple[Any, ...]:
     keys, values, stamps, headers, seqs, sts, topics, marks, sources = zip(*records,
                                                                            strict=True)
     names = tuple(dict.fromkeys(topics + sources))
-    index = {name: i for i, name in enumerate(names)}
-    empty = all(h == () for h in headers)
-    return (keys, values, longs(stamps), None if empty else headers, longs(seqs),
-            longs(sts), names, longs([index[t] for t in topics]), longs(marks),
-            longs([index[t] for t in sources]))
+    return (keys, values, longs(stamps), _headers_column(headers), longs(seqs),
+            longs(sts), names, _indices(topics, names), longs(marks), _indices(sources, names))
 
 
 def _records(columns: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """The records of :func:`_columns`."""
     keys, values, stamps, headers, seqs, sts, names, topics, marks, sources = columns
-    return list(zip(keys, values, unlongs(stamps), headers or ((),) * len(keys),
-                    unlongs(seqs), unlongs(sts), [names[i] for i in unlongs(topics)],
-                    unlongs(marks), [names[i] for i in unlongs(sources)], strict=True))
+    return list(zip(keys, values, unlongs(stamps), _headers_of(headers, len(keys)),
+                    unlongs(seqs), unlongs(sts), _named(topics, names), unlongs(marks),
+                    _named(sources, names), strict=True))
+
+
+def _indices(values: Iterable[Any], names: tuple[Any, ...]) -> bytes:
+    """Each of ``values`` as its index into ``names`` (which holds them all), by column."""
+    index = {name: i for i, name in enumerate(names)}
+    return longs([index[v] for v in values])
+
+
+def _named(column: bytes, names: tuple[Any, ...]) -> list[Any]:
+    """The values :func:`_indices` wrote."""
+    return [names[i] for i in unlongs(column)]
+
+
+def _headers_column(headers: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """Records' headers by column: ``None`` when every record's are ``()``."""
+    return None if all(h == () for h in headers) else headers
+
+
+def _headers_of(column: tuple[Any, ...] | None, n: int) -> tuple[Any, ...]:
+    """The headers of ``n`` records that :func:`_headers_column` wrote."""
+    return column or ((),) * n
 
 
 def longs(values: Iterable[int]) -> bytes:

@@ -108,9 +108,6 @@ class TimeLimitProcessor(StatefulProcessor):
             spec.key_serializer, spec.value_serializer,  # type: ignore[arg-type]
             key_identity=key_identity(spec.key_serializer))
         stream_time, entries = time_and_state(load_state(self._buffer), spec.name)
-        if isinstance(entries, list):  # rows of the previous form; 5 fields: written before
-            entries = [  # old values were kept (None)
-                (e[0], e[1], e[2], e[3], e[3], e[4]) if len(e) == 5 else e for e in entries]
         rebuffer(engine.buffer, entries)
         engine.advance_stream_time(stream_time)
         return engine, chain
